@@ -1,9 +1,42 @@
-"""The `grader` command line."""
+"""The `grader` command line: check, grade, release-stubs, list-tests."""
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from .stubs import release_stubs
+
+
+def _run_judge(path: str, public_only: bool, json_path: str | None, title: str) -> int:
+    from .judge import judge
+    from .report import terminal, write_json
+    from .scoring import scorecard
+    from .submission import SubmissionError, unpack
+
+    with tempfile.TemporaryDirectory(prefix="submission-") as scratch:
+        try:
+            directory = unpack(Path(path), Path(scratch))
+        except SubmissionError as error:
+            print(f"grader: cannot read the submission: {error}", file=sys.stderr)
+            return 2
+
+        def progress(result) -> None:
+            print("." if result.status == "passed" else "F", end="", file=sys.stderr, flush=True)
+
+        card = scorecard(judge(directory, public_only=public_only, on_result=progress))
+    print(file=sys.stderr)
+    print(terminal(card, f"{title}: {path}"))
+    if json_path:
+        write_json(card, Path(json_path))
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    return _run_judge(args.submission, False, args.json, "Grade (hidden tests)")
+
+
+def _check(args: argparse.Namespace) -> int:
+    return _run_judge(args.path, True, args.json, "Check (public tests)")
 
 
 def _release_stubs(args: argparse.Namespace) -> int:
@@ -12,13 +45,35 @@ def _release_stubs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_tests(args: argparse.Namespace) -> int:
+    from .suites import all_cases
+    for case in all_cases():
+        kind = "public" if case.public else "hidden"
+        print(f"{case.component:<12} {case.points:>4g}  {kind:<6}  {case.name}: {case.doc}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grader", description=__doc__)
+    parser = argparse.ArgumentParser(prog="grader", description="Module 9 Transformer lab: autograder and tools")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    grade = commands.add_parser("grade", help="grade a submission (directory or zip) with the hidden tests")
+    grade.add_argument("submission")
+    grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+    grade.set_defaults(run=_grade)
+
+    check = commands.add_parser("check", help="run the public tests on your exercises")
+    check.add_argument("path", nargs="?", default="exercises")
+    check.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+    check.set_defaults(run=_check)
+
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")
     stubs.add_argument("--solutions", default="solutions", help="reference solutions (default: solutions/)")
     stubs.add_argument("--out", default="exercises", help="where the stubs go (default: exercises/)")
     stubs.set_defaults(run=_release_stubs)
+
+    listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
+    listing.set_defaults(run=_list_tests)
     return parser
 
 

@@ -1,0 +1,121 @@
+"""The trusted side: run every case against a submission in the sandbox, fail closed.
+
+Data flows one way: the judge draws inputs, the worker runs the student's code on them, the
+judge compares and scores. A case passes only if it ran to the end without an exception;
+anything else (a failed property, the student's exception, a crash, a timeout, a bug in the
+grader) scores 0 for that case alone.
+"""
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .reference import ref
+from .sandbox.client import Sandbox, StudentError, WorkerLost
+from .student import Student
+from .suites import Case, all_cases
+from .suites.checks import Failed
+
+PASSED, FAILED, NOT_ATTEMPTED, TIMED_OUT, CRASHED, ERROR = (
+    "passed", "failed", "not_attempted", "timed_out", "crashed", "error")
+
+
+@dataclass
+class Result:
+    name: str
+    component: str
+    score: float
+    max_score: float
+    status: str
+    message: str
+
+
+class GuardedStudent(Student):
+    """A Student that, once its worker is lost within a case, fails every further call at once,
+    so that hypothesis's replays do not hang or restart the worker again and again."""
+
+    lost: WorkerLost | None = None
+
+    def request(self, message: dict) -> dict:
+        if self.lost is not None:
+            raise self.lost
+        try:
+            return super().request(message)
+        except WorkerLost as error:
+            self.lost = error
+            raise
+
+
+def _example(error: BaseException) -> str:
+    """Hypothesis's (shrunk) falsifying example, as `n=3, dtype=torch.float64`."""
+    for note in getattr(error, "__notes__", []):
+        if note.startswith("Falsifying example"):
+            lines = [line.strip().rstrip(",") for line in note.splitlines()[1:-1]]
+            drawn = [line for line in lines if line and not line.startswith("student=")]
+            return ", ".join(drawn)
+    return ""
+
+
+def _unwrap(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def run_case(case: Case, student: GuardedStudent) -> Result:
+    """Run one case; its result, whatever happens."""
+    torch.manual_seed(0)
+    student.lost = None
+    student.deadline = time.monotonic() + case.timeout
+
+    def result(status: str, message: str = "") -> Result:
+        return Result(case.name, case.component, case.points if status == PASSED else 0.0,
+                      case.points, status, message)
+
+    try:
+        case.run(student)
+    except BaseException as raised:  # noqa: BLE001 - fail closed on anything
+        error = _unwrap(raised)
+        example = _example(raised) or _example(error)
+        on = f" [input: {example}]" if example else ""
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        if isinstance(error, Failed):
+            return result(FAILED, f"{case.doc}: {error}{on}")
+        if isinstance(error, StudentError):
+            if error.type_name == "NotImplementedError":
+                return result(NOT_ATTEMPTED, f"not attempted: {error.message}")
+            return result(FAILED, f"{case.doc}: your code raised {error}{on}")
+        if isinstance(error, WorkerLost):
+            status = TIMED_OUT if error.timed_out else CRASHED
+            return result(status, f"{case.doc}: {error}{on}")
+        return result(ERROR, f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
+    finally:
+        if student.lost is None:
+            try:
+                student.reset()
+            except (WorkerLost, StudentError):
+                pass
+    return result(PASSED)
+
+
+def judge(submission_dir: Path, *, public_only: bool = False,
+          on_result: Callable[[Result], None] | None = None) -> list[Result]:
+    """Run every case (or the public ones) against the submission in `submission_dir`."""
+    ref.available = not public_only
+    with tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+        sandbox = Sandbox(submission_dir, Path(scratch))
+        sandbox.start()  # its imports overlap with ours
+        student = GuardedStudent(sandbox)
+        results = []
+        try:
+            for case in all_cases(public_only):
+                results.append(run_case(case, student))
+                if on_result:
+                    on_result(results[-1])
+        finally:
+            sandbox.close()
+    return results

@@ -1,0 +1,1 @@
+"""The boundary between the trusted judge and the untrusted worker that runs student code."""

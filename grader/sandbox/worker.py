@@ -1,0 +1,166 @@
+"""The untrusted side: a fresh interpreter that imports the submission and runs calls for the judge.
+
+Started as `python -m grader.sandbox.worker REQUEST_FD REPLY_FD SUBMISSION_DIR`. It imports
+nothing of the reference or the tests (the `solutions` package is blocked outright), executes
+each request on the student's code and answers with data only (see protocol.py). A request
+names its target as "module.attr" inside the submission, as a method of an object it holds
+(a handle), or as one of a few torch builders the tests use for fixtures (FIXTURES).
+"""
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..submission import import_module, import_package
+from .protocol import Handle, ProtocolError, receive, send
+
+FIXTURES = {
+    "torch.manual_seed": torch.manual_seed,
+    "torch.nn.Embedding": torch.nn.Embedding,
+    "torch.nn.Linear": torch.nn.Linear,
+    "torch.nn.LayerNorm": torch.nn.LayerNorm,
+    "torch.nn.Sequential": torch.nn.Sequential,
+}
+PACKAGE = "submission"
+
+
+class _BlockReference:
+    """A meta-path finder that refuses to import the reference solutions in the worker."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "solutions" or name.startswith("solutions."):
+            raise ImportError("the reference solutions cannot be imported during grading")
+        return None
+
+
+class Session:
+    """The objects the judge refers to by handle, and how requests run on them."""
+
+    def __init__(self, submission_dir: Path):
+        self.submission_dir = submission_dir.resolve()
+        self.package = import_package(submission_dir, PACKAGE)
+        self.objects: dict[int, Any] = {}
+
+    # -- values in and out -------------------------------------------------------------
+    def to_torch(self, value: Any) -> Any:
+        if isinstance(value, Handle):
+            return self.objects[int(value)]
+        if isinstance(value, np.ndarray):
+            return torch.from_numpy(value.copy())
+        if isinstance(value, tuple):
+            return tuple(self.to_torch(v) for v in value)
+        if isinstance(value, list):
+            return [self.to_torch(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.to_torch(v) for k, v in value.items()}
+        return value
+
+    def to_data(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().resolve_conj().numpy().copy()
+        if isinstance(value, (bool, int, float, str, type(None))):
+            return value
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return type(value)(self.to_data(v) for v in value)
+        if isinstance(value, tuple):  # named tuples such as load_state_dict's result
+            return tuple(self.to_data(v) for v in value)
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {k: self.to_data(v) for k, v in value.items()}
+        if isinstance(value, torch.dtype):
+            return str(value)
+        handle = Handle(id(value))
+        self.objects[int(handle)] = value
+        return handle
+
+    # -- requests ----------------------------------------------------------------------
+    def resolve(self, target: Any) -> Any:
+        if isinstance(target, list):  # [handle, "method"]
+            obj, name = self.objects[int(target[0])], target[1]
+            return obj if name == "__call__" else getattr(obj, name)
+        if target in FIXTURES:
+            return FIXTURES[target]
+        module, _, attr = target.partition(".")
+        value: Any = import_module(self.package, module)
+        for part in attr.split(".") if attr else ():
+            value = getattr(value, part)
+        return value
+
+    def call(self, request: dict) -> dict:
+        fn = self.resolve(request["target"])
+        args = self.to_torch(request.get("args", []))
+        kwargs = self.to_torch(request.get("kwargs", {}))
+        for key in request.get("grad_inputs", []):
+            tensor = args[key] if isinstance(key, int) else kwargs[key]
+            tensor.requires_grad_(True)
+        result = fn(*args, **kwargs)
+        reply = {"result": self.to_data(result)}
+        if request.get("grad_outputs") is not None:
+            reply["grads"] = self.backward(result, request, args, kwargs)
+        return reply
+
+    def backward(self, result: Any, request: dict, args: list, kwargs: dict) -> dict:
+        outputs = result if isinstance(result, (tuple, list)) else [result]
+        pairs = [(o, torch.from_numpy(g.copy())) for o, g in zip(outputs, request["grad_outputs"]) if g is not None]
+        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        grads: dict[str, Any] = {"inputs": {}, "params": {}}
+        for key in request.get("grad_inputs", []):
+            tensor = args[key] if isinstance(key, int) else kwargs[key]
+            grads["inputs"][str(key)] = None if tensor.grad is None else self.to_data(tensor.grad)
+        if request.get("params_of") is not None:
+            module = self.objects[int(request["params_of"])]
+            grads["params"] = {name: None if p.grad is None else self.to_data(p.grad)
+                               for name, p in module.named_parameters()}
+        return grads
+
+    def handle(self, request: dict) -> Any:
+        op = request["op"]
+        if op == "call":
+            return self.call(request)
+        if op == "import":
+            import_module(self.package, request["module"])
+            return {}
+        if op == "reset":
+            self.objects.clear()
+            return {}
+        raise ValueError(f"unknown op {op!r}")
+
+    def describe(self, error: BaseException) -> dict:
+        """The error as the student should see it: type, message, and where in their files."""
+        where = ""
+        for frame in traceback.extract_tb(error.__traceback__):
+            path = Path(frame.filename)
+            if path.is_relative_to(self.submission_dir):
+                where = f"{path.name}, line {frame.lineno}, in {frame.name}"
+        if isinstance(error, SyntaxError) and error.filename:
+            where = f"{Path(error.filename).name}, line {error.lineno}"
+        return {"type": type(error).__name__, "message": str(error)[:1000], "where": where}
+
+
+def main(argv: list[str]) -> None:
+    request_fd, reply_fd, submission_dir = int(argv[0]), int(argv[1]), Path(argv[2])
+    sys.meta_path.insert(0, _BlockReference())
+    torch.set_num_threads(1)
+    sys.dont_write_bytecode = True
+    session = Session(submission_dir)
+    send(reply_fd, {"ready": True})
+    while True:
+        try:
+            request = receive(request_fd)
+        except EOFError:
+            return
+        try:
+            reply = {"ok": session.handle(request)}
+        except BaseException as error:  # noqa: BLE001 - SystemExit too: it costs one call, not the worker
+            reply = {"error": session.describe(error)}
+        try:
+            send(reply_fd, reply)
+        except (TypeError, ValueError, ProtocolError) as error:
+            send(reply_fd, {"error": {"type": "ReturnValueError", "where": "",
+                                      "message": f"the value returned cannot be graded: {error}"}})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

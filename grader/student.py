@@ -1,0 +1,118 @@
+"""The submission as the judge sees it: proxies whose every call runs in the sandboxed worker.
+
+Tests hand torch tensors in and get torch tensors back; in between they travel as numpy
+arrays through the protocol. Objects built by the student's code (modules) stay in the worker
+and are driven through `Remote` handles.
+"""
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from .sandbox.client import Sandbox
+from .sandbox.protocol import Handle
+
+
+def to_wire(value: Any) -> Any:
+    if isinstance(value, Remote):
+        return value.handle
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_wire(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_wire(v) for k, v in value.items()}
+    return value
+
+
+class Student:
+    """Calls into the submission, each bounded by the current test's deadline."""
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+        self.deadline = float("inf")
+
+    def __repr__(self) -> str:  # shown in hypothesis's falsifying examples
+        return "student"
+
+    def from_wire(self, value: Any) -> Any:
+        if isinstance(value, Handle):
+            return Remote(self, value)
+        if isinstance(value, np.ndarray):
+            return torch.from_numpy(value)
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.from_wire(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.from_wire(v) for k, v in value.items()}
+        return value
+
+    def request(self, message: dict) -> dict:
+        timeout = max(self.deadline - time.monotonic(), 0.5)
+        return self.sandbox.request(to_wire(message), timeout)
+
+    def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
+        """target(*args, **kwargs) in the worker, e.g. call("attention.causal_mask", 4)."""
+        reply = self.request({"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
+        return self.from_wire(reply["result"])
+
+    def grad(self, target: str | list, args: list, kwargs: dict | None = None, *,
+             grad_outputs: list, wrt: tuple = (), params_of: "Remote | None" = None) -> tuple:
+        """Call, then backward with `grad_outputs`; returns (result, input grads, param grads).
+
+        wrt names the arguments (positions or keyword names) whose gradients come back.
+        """
+        reply = self.request({
+            "op": "call", "target": target, "args": list(args), "kwargs": kwargs or {},
+            "grad_inputs": list(wrt), "grad_outputs": list(grad_outputs),
+            "params_of": params_of,
+        })
+        grads = self.from_wire(reply["grads"])
+        inputs = {int(k) if k.isdigit() else k: v for k, v in grads["inputs"].items()}
+        return self.from_wire(reply["result"]), inputs, grads["params"]
+
+    def imports(self, module: str) -> None:
+        """Import one of the submission's files (raises StudentError if it cannot)."""
+        self.request({"op": "import", "module": module})
+
+    def reset(self) -> None:
+        """Forget every object the worker holds for us."""
+        self.request({"op": "reset"})
+
+
+class Remote:
+    """An object that lives in the worker (a module the student's code built)."""
+
+    def __init__(self, student: Student, handle: Handle):
+        self.student, self.handle = student, handle
+
+    def __repr__(self) -> str:
+        return "remote"
+
+    def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.student.call([self.handle, name], *args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method("__call__", *args, **kwargs)
+
+    def grad(self, args: list, kwargs: dict | None = None, **options: Any) -> tuple:
+        """Forward and backward through this module (see Student.grad); params default to its own."""
+        options.setdefault("params_of", self)
+        return self.student.grad([self.handle, "__call__"], args, kwargs, **options)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.method("state_dict"))
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.method("load_state_dict", dict(state))
+
+    def to(self, dtype: torch.dtype) -> "Remote":
+        self.method({torch.float64: "double", torch.float32: "float"}[dtype])
+        return self
+
+    def train(self, mode: bool = True) -> "Remote":
+        self.method("train", mode)
+        return self
+
+    def eval(self) -> "Remote":
+        return self.train(False)

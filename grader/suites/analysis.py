@@ -1,0 +1,4 @@
+"""analysis.py (placeholder until its suite is written)."""
+from . import Suite
+
+suite = Suite("analysis")

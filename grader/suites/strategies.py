@@ -1,0 +1,41 @@
+"""Small hypothesis strategies the suites compose, and seeded tensors built from their draws.
+
+Tensors are drawn as a seed (so hypothesis shrinks shapes and flags, not thousands of floats)
+and made by `randn` with a torch.Generator: the same draw gives the same tensor in every run.
+"""
+import torch
+from hypothesis import strategies as st
+
+dtypes = st.sampled_from([torch.float32, torch.float64])
+seeds = st.integers(0, 2**16)
+small = st.integers(1, 5)
+batch_dims = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
+
+
+def randn(seed: int, *shape: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def random_mask(seed: int, *shape: int, keep_one: bool = True) -> torch.Tensor:
+    """A random boolean mask; with keep_one, every query row allows at least one key."""
+    mask = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) < 0.6
+    if keep_one:
+        mask[..., 0] = True
+    return mask
+
+
+@st.composite
+def attention_shapes(draw: st.DrawFn) -> dict:
+    """Leading dims, n_q, n_k, d_k, d_v for scaled_dot_product_attention."""
+    return {"lead": draw(batch_dims), "n_q": draw(small), "n_k": draw(small),
+            "d_k": draw(st.integers(1, 8)), "d_v": draw(st.integers(1, 6))}
+
+
+@st.composite
+def mha_configs(draw: st.DrawFn, rope: bool | None = None) -> dict:
+    """A MultiHeadAttention config (d_head even when rope) with a batch size and length."""
+    n_heads = draw(st.integers(1, 4))
+    use_rope = draw(st.booleans()) if rope is None else rope
+    d_head = draw(st.sampled_from([2, 4, 6] if use_rope else [1, 2, 3, 4]))
+    return {"d_model": n_heads * d_head, "n_heads": n_heads, "rope": use_rope,
+            "B": draw(st.integers(1, 3)), "T": draw(st.integers(1, 6))}
