@@ -13,6 +13,8 @@ import torch
 from .sandbox.client import Sandbox
 from .sandbox.protocol import Handle
 
+MAX_CALL_SECONDS = 600.0
+
 
 def to_wire(value: Any) -> Any:
     if isinstance(value, Remote):
@@ -48,7 +50,7 @@ class Student:
         return value
 
     def request(self, message: dict) -> dict:
-        timeout = max(self.deadline - time.monotonic(), 0.5)
+        timeout = min(max(self.deadline - time.monotonic(), 0.5), MAX_CALL_SECONDS)
         return self.sandbox.request(to_wire(message), timeout)
 
     def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
@@ -91,6 +93,11 @@ class Remote:
 
     def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self.student.call([self.handle, name], *args, **kwargs)
+
+    def attribute(self, name: str) -> Any:
+        """The value of one attribute, e.g. remote.attribute("training")."""
+        reply = self.student.request({"op": "getattr", "handle": self.handle, "name": name})
+        return self.student.from_wire(reply["result"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.method("__call__", *args, **kwargs)

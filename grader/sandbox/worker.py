@@ -23,6 +23,7 @@ FIXTURES = {
     "torch.nn.Linear": torch.nn.Linear,
     "torch.nn.LayerNorm": torch.nn.LayerNorm,
     "torch.nn.Sequential": torch.nn.Sequential,
+    "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
 
@@ -119,6 +120,8 @@ class Session:
         op = request["op"]
         if op == "call":
             return self.call(request)
+        if op == "getattr":
+            return {"result": self.to_data(getattr(self.objects[int(request["handle"])], request["name"]))}
         if op == "import":
             import_module(self.package, request["module"])
             return {}
