@@ -7,7 +7,12 @@ from pathlib import Path
 from .stubs import release_stubs
 
 
-def _run_judge(path: str, public_only: bool, json_path: str | None, title: str) -> int:
+def _components(text: str | None) -> tuple[str, ...]:
+    from .suites import COMPONENTS
+    return COMPONENTS if not text else tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str) -> int:
     from .judge import judge
     from .report import terminal, write_json
     from .scoring import scorecard
@@ -23,20 +28,25 @@ def _run_judge(path: str, public_only: bool, json_path: str | None, title: str) 
         def progress(result) -> None:
             print("." if result.status == "passed" else "F", end="", file=sys.stderr, flush=True)
 
-        card = scorecard(judge(directory, public_only=public_only, on_result=progress))
+        try:
+            components = _components(args.only)
+            card = scorecard(judge(directory, public_only=public_only, components=components, on_result=progress))
+        except ValueError as error:
+            print(f"grader: {error}", file=sys.stderr)
+            return 2
     print(file=sys.stderr)
     print(terminal(card, f"{title}: {path}"))
-    if json_path:
-        write_json(card, Path(json_path))
+    if args.json:
+        write_json(card, Path(args.json))
     return 0
 
 
 def _grade(args: argparse.Namespace) -> int:
-    return _run_judge(args.submission, False, args.json, "Grade (hidden tests)")
+    return _run_judge(args, args.submission, False, "Grade (hidden tests)")
 
 
 def _check(args: argparse.Namespace) -> int:
-    return _run_judge(args.path, True, args.json, "Check (public tests)")
+    return _run_judge(args, args.path, True, "Check (public tests)")
 
 
 def _release_stubs(args: argparse.Namespace) -> int:
@@ -60,11 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="grade a submission (directory or zip) with the hidden tests")
     grade.add_argument("submission")
     grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+    grade.add_argument("--only", metavar="A,B", help="grade only these components")
     grade.set_defaults(run=_grade)
 
     check = commands.add_parser("check", help="run the public tests on your exercises")
     check.add_argument("path", nargs="?", default="exercises")
     check.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+    check.add_argument("--only", metavar="A,B", help="check only these components")
     check.set_defaults(run=_check)
 
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")

@@ -53,8 +53,12 @@ class Suite:
         self.component = component
         self.cases: list[Case] = []
 
-    def case(self, points: float, *, public: bool = False, timeout: float = 20.0) -> Callable:
-        """Register a test worth `points`; its docstring's first line says what it checks."""
+    def case(self, points: float, *, public: bool = False, timeout: float = 8.0) -> Callable:
+        """Register a test worth `points`; its docstring's first line says what it checks.
+
+        timeout bounds the whole case, hypothesis's examples included: generous for correct
+        code (tiny tensors), short enough that a hang costs seconds, not minutes.
+        """
         def register(fn: Callable) -> Callable:
             doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
             self.cases.append(Case(fn.__name__, self.component, points, public, timeout, fn, doc))
@@ -62,8 +66,11 @@ class Suite:
         return register
 
 
-def all_cases(public_only: bool = False) -> list[Case]:
-    """Every registered case, component by component (each suite module defines `suite`)."""
-    cases = [case for name in COMPONENTS
+def all_cases(public_only: bool = False, components: tuple[str, ...] = COMPONENTS) -> list[Case]:
+    """The registered cases of these components, in order (each suite module defines `suite`)."""
+    unknown = set(components) - set(COMPONENTS)
+    if unknown:
+        raise ValueError(f"unknown component(s) {sorted(unknown)}; choose from {', '.join(COMPONENTS)}")
+    cases = [case for name in COMPONENTS if name in components
              for case in importlib.import_module(f"{__name__}.{name}").suite.cases]
     return [c for c in cases if c.public] if public_only else cases
