@@ -1,4 +1,7 @@
-"""Finding and importing a submission: a directory of SPEC.md files, or a zip of one.
+"""Finding and importing a submission: a directory of SPEC.md files, a zip of one, or a notebook.
+
+A notebook is read, never run: each code cell that starts with `%%writefile NAME.py` (the
+Colab/Jupyter idiom) or `# file: NAME.py` becomes that file; other cells are ignored.
 
 A submission is imported as a package of its own (its files use relative imports), under a
 name that cannot clash with the reference's `solutions`. The worker does this in the sandbox;
@@ -6,6 +9,7 @@ the experiments do it in-process for code the user runs on their own machine any
 """
 import importlib
 import importlib.util
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -13,6 +17,7 @@ from types import ModuleType
 
 MODULES = ("attention", "positional", "feedforward", "block", "model", "trainer", "analysis", "quiz")
 MAX_ZIP_BYTES = 20 * 1024 * 1024
+_CELL_FILE = re.compile(r"^(?:%%writefile(?:\s+-a)?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
 
 
 class SubmissionError(ValueError):
@@ -47,7 +52,32 @@ def unpack(path: Path, scratch: Path) -> Path:
                     raise SubmissionError(f"{path} has an entry outside its folder: {member.filename}")
             archive.extractall(scratch)
         return _package_root(scratch)
-    raise SubmissionError(f"{path} is neither a directory nor a zip file")
+    if path.suffix == ".ipynb":
+        return notebook_files(path, scratch)
+    raise SubmissionError(f"{path} is neither a directory, a zip file nor a notebook (.ipynb)")
+
+
+def notebook_files(path: Path, scratch: Path) -> Path:
+    """Write the notebook's file cells into `scratch` (later cells for one file append)."""
+    import nbformat
+
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except Exception as error:  # nbformat raises several unrelated types for a bad file
+        raise SubmissionError(f"{path} is not a readable notebook: {error}") from error
+    files: dict[str, str] = {}
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        first, _, body = cell.source.partition("\n")
+        match = _CELL_FILE.match(first.strip())
+        if match:
+            files[match.group(1)] = files.get(match.group(1), "") + body + "\n"
+    if not files:
+        raise SubmissionError(f"{path} has no cell starting with `%%writefile NAME.py` or `# file: NAME.py`")
+    for name, source in files.items():
+        (scratch / name).write_text(source)
+    return _package_root(scratch)
 
 
 def import_package(directory: Path, name: str = "submission") -> ModuleType:
