@@ -30,7 +30,8 @@ def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: st
 
         try:
             components = _components(args.only)
-            card = scorecard(judge(directory, public_only=public_only, components=components, on_result=progress))
+            card = scorecard(judge(directory, public_only=public_only, components=components,
+                                   timeout_scale=args.timeout_scale, on_result=progress))
         except ValueError as error:
             print(f"grader: {error}", file=sys.stderr)
             return 2
@@ -71,12 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("submission")
     grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
     grade.add_argument("--only", metavar="A,B", help="grade only these components")
+    grade.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
+                       help="multiply every test's time limit (e.g. 2 on a slow machine)")
     grade.set_defaults(run=_grade)
 
     check = commands.add_parser("check", help="run the public tests on your exercises")
     check.add_argument("path", nargs="?", default="exercises")
     check.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
     check.add_argument("--only", metavar="A,B", help="check only these components")
+    check.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
+                       help="multiply every test's time limit (e.g. 2 on a slow machine)")
     check.set_defaults(run=_check)
 
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")

@@ -66,11 +66,12 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
-def run_case(case: Case, student: GuardedStudent) -> Result:
-    """Run one case; its result, whatever happens."""
+def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) -> Result:
+    """Run one case (its time limit multiplied by timeout_scale); its result, whatever happens."""
     torch.manual_seed(0)
     student.lost = None
-    student.deadline = time.monotonic() + case.timeout
+    limit = case.timeout * timeout_scale
+    student.deadline = time.monotonic() + limit
 
     def result(status: str, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status == PASSED else 0.0,
@@ -90,9 +91,11 @@ def run_case(case: Case, student: GuardedStudent) -> Result:
             if error.type_name == "NotImplementedError":
                 return result(NOT_ATTEMPTED, f"not attempted: {error.message}")
             return result(FAILED, f"{case.doc}: your code raised {error}{on}")
-        if isinstance(error, WorkerLost):
-            status = TIMED_OUT if error.timed_out else CRASHED
-            return result(status, f"{case.doc}: {error}{on}")
+        if isinstance(error, WorkerLost):  # no input shown: replays after a loss fail at once
+            if error.timed_out:
+                return result(TIMED_OUT, f"{case.doc}: no answer within the test's {limit:g} s "
+                                         "(an infinite loop, or far too slow?)")
+            return result(CRASHED, f"{case.doc}: {error}")
         return result(ERROR, f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
     finally:
         if student.lost is None:
@@ -104,10 +107,12 @@ def run_case(case: Case, student: GuardedStudent) -> Result:
 
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
-          budget: float = SUBMISSION_SECONDS, on_result: Callable[[Result], None] | None = None) -> list[Result]:
+          budget: float = SUBMISSION_SECONDS, timeout_scale: float = 1.0,
+          on_result: Callable[[Result], None] | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
-    Past `budget` seconds in all, the remaining cases are not run and score 0 (timed out).
+    Each case's time limit is multiplied by timeout_scale (raise it on a slow machine); past
+    `budget` seconds in all, the remaining cases are not run and score 0 (timed out).
     """
     ref.available = not public_only
     with tempfile.TemporaryDirectory(prefix="grader-") as scratch:
@@ -119,7 +124,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             stop = time.monotonic() + budget
             for case in all_cases(public_only, components):
                 if time.monotonic() < stop:
-                    results.append(run_case(case, student))
+                    results.append(run_case(case, student, timeout_scale))
                 else:
                     results.append(Result(case.name, case.component, 0.0, case.points, TIMED_OUT,
                                           f"{case.doc}: not run, the submission used up its {budget:.0f} s"))

@@ -79,13 +79,12 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise."""
-        deadline = time.monotonic() + timeout
         try:
-            if not self._ready:
+            if not self._ready:  # start-up is not charged to the call
                 receive(self._reply, time.monotonic() + STARTUP_SECONDS)
                 self._ready = True
             send(self._request, message)
-            reply = receive(self._reply, deadline)
+            reply = receive(self._reply, time.monotonic() + timeout)
         except Deadline:
             self.close()
             raise WorkerLost(f"timed out after {timeout:.0f} s (an infinite loop, or far too slow?)", timed_out=True)
