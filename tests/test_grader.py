@@ -69,7 +69,7 @@ def test_a_bug_in_the_grader_fails_closed(tmp_path):
 
 
 def test_a_spent_budget_scores_the_rest_zero():
-    results = judge(ROOT / "solutions", components=("quiz",), budget=0)
+    results = judge(ROOT / "solutions", components=("attention",), budget=0)
     assert results and all(r.status == TIMED_OUT and r.score == 0 for r in results)
 
 
