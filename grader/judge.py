@@ -53,8 +53,8 @@ class GuardedStudent(Student):
 def _example(error: BaseException) -> str:
     """Hypothesis's (shrunk) falsifying example, as `n=3, dtype=torch.float64`."""
     for note in getattr(error, "__notes__", []):
-        if note.startswith("Falsifying example"):
-            lines = [line.strip().rstrip(",") for line in note.splitlines()[1:-1]]
+        if note.startswith(("Falsifying example", "Failing test case")):  # older, newer hypothesis
+            lines = [line.split("#")[0].strip().rstrip(",") for line in note.splitlines()[1:-1]]
             drawn = [line for line in lines if line and not line.startswith("student=")]
             return ", ".join(drawn)
     return ""
