@@ -96,8 +96,8 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
             return result(FAILED, f"{case.doc}: your code raised {error}{on}")
         if isinstance(error, WorkerLost):  # no input shown: replays after a loss fail at once
             if error.timed_out:
-                return result(TIMED_OUT, f"{case.doc}: no answer within the test's {limit:g} s "
-                                         "(an infinite loop, or far too slow?)")
+                return result(TIMED_OUT, f"{case.doc}: no answer within the test's time limit of "
+                                         f"{limit:g} s (an infinite loop, or far too slow?)")
             return result(CRASHED, f"{case.doc}: {error}")
         return result(ERROR, f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
     finally:

@@ -129,8 +129,9 @@ class Session:
         if op == "import":
             import_module(self.package, request["module"])
             return {}
-        if op == "reset":
+        if op == "reset":  # between cases: nothing carries over, and every case starts seeded
             self.objects.clear()
+            torch.manual_seed(0)
             return {}
         raise ValueError(f"unknown op {op!r}")
 
@@ -150,6 +151,7 @@ def main(argv: list[str]) -> None:
     request_fd, reply_fd, submission_dir = int(argv[0]), int(argv[1]), Path(argv[2])
     sys.meta_path.insert(0, _BlockReference())
     torch.set_num_threads(1)
+    torch.manual_seed(0)
     sys.dont_write_bytecode = True
     session = Session(submission_dir)
     threading.Thread(target=importlib.import_module, args=(SLOW_IMPORT,), daemon=True).start()

@@ -14,11 +14,11 @@ def twins(student: Student, target: str, reference_cls: type, seed: int,
     eval mode and `dtype`, with the reference's parameters loaded into the student's module."""
     torch.manual_seed(seed)
     reference = reference_cls(**kwargs).to(dtype).eval()
-    remote = student.call(target, **kwargs)
+    remote = student.call(target, **kwargs).to(dtype)  # then the state dict loads without rounding
     state = reference.state_dict()
     expect_same_keys(remote.state_dict(), state, f"{target.split('.')[-1]}.state_dict()")
     remote.load_state_dict(state)
-    return remote.to(dtype).eval(), reference
+    return remote.eval(), reference
 
 
 def reference_grads(module: nn.Module, inputs: list[torch.Tensor], grad_output: torch.Tensor,
