@@ -183,7 +183,7 @@ def sdpa_matches_reference(student, shape, seed, dtype, masked, biased):
     expected_out, expected_weights = ref.attention.scaled_dot_product_attention(q, k, v, mask, bias)
     tol = {"atol": 1e-5, "rtol": 1e-4} if dtype == torch.float32 else {}
     expect_close(out, expected_out, "out", **tol, hint="out should be weights @ v",
-                 diagnoses=_sdpa_variants(q, k, v, mask, bias))
+                 diagnoses=lambda: _sdpa_variants(q, k, v, mask, bias))
     expect_close(weights, expected_weights, "weights", **tol,
                  hint="is it softmax(q k^T / sqrt(d_k) + bias) over the keys, with masked keys at 0?")
 

@@ -33,11 +33,13 @@ def _close(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
 
 def expect_close(actual: object, expected: torch.Tensor, what: str, *, atol: float = 1e-6,
                  rtol: float = 1e-5, hint: str = "",
-                 diagnoses: Mapping[str, torch.Tensor] | None = None) -> None:
+                 diagnoses: Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] | None = None,
+                 ) -> None:
     """actual ≈ expected; else say by how much, and which classic mistake it matches, if any.
 
     diagnoses maps a sentence ("the scores are not divided by sqrt(d_k)") to what a submission
     with that mistake returns; a match is named in the message instead of the generic hint.
+    Pass a function returning that mapping to build the variants only when the check fails.
     """
     actual = expect_tensor(actual, expected.shape, what)
     if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
@@ -49,6 +51,8 @@ def expect_close(actual: object, expected: torch.Tensor, what: str, *, atol: flo
     diff = (actual.to(torch.float64) - expected.to(torch.float64)).abs()
     worst = tuple(diff.argmax().item() // s % n for s, n in _strides(diff.shape))
     message = f"{what} differs from the expected value by {diff.max().item():.3g} (max abs, at index {worst})"
+    if callable(diagnoses):
+        diagnoses = diagnoses()
     for sentence, variant in (diagnoses or {}).items():
         if variant.shape == actual.shape and _close(actual, variant, atol * 10, rtol * 10):
             raise Failed(f"{message}: it matches what you get when {sentence}")
