@@ -12,7 +12,6 @@ Tolerances rest on NOTES.md: a float32 table computed natively differs from the 
 ~1e-5 for n <= 128 (so positions stay <= 128), and RoPE computed with float32 frequencies is off by
 ~1e-5 even for float64 inputs; every classic mistake differs by orders of magnitude more.
 """
-from collections.abc import Callable, Iterator, Mapping
 
 import torch
 from hypothesis import given, settings
@@ -57,25 +56,6 @@ def _shown(base: float | None) -> str:
 
 
 # -- what classic mistakes return (computed here, in float64, for the feedback; never shown) --------
-
-class _Lazy(Mapping):
-    """Diagnoses for expect_close, each made only when looked at (on a failure): float64 sin/cos of
-    up to 9 variant tables per example costs more than the test itself on a loaded grading machine."""
-
-    def __init__(self, makers: dict[str, Callable[[], torch.Tensor]]):
-        self._makers, self._made = makers, {}
-
-    def __getitem__(self, sentence: str) -> torch.Tensor:
-        if sentence not in self._made:
-            self._made[sentence] = self._makers[sentence]()
-        return self._made[sentence]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._makers)
-
-    def __len__(self) -> int:
-        return len(self._makers)
-
 
 def _w(d: int, base: float | None) -> torch.Tensor:
     return (10000.0 if base is None else base) ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
@@ -349,13 +329,13 @@ def sinusoidal_matches_reference(student, n, d, base):
     table = student.call(SIN, n, d, **_kw(base))
     expected = ref.positional.sinusoidal_encoding(n, d, **_kw(base))
     i, w = torch.arange(n), _w(d, base)
-    mistakes = _Lazy({
-        "sin and cos are swapped (the even columns 2j hold sin, the odd columns 2j+1 cos)": lambda: _table(i, w, swap=True),
+    mistakes = lambda: {
+        "sin and cos are swapped (the even columns 2j hold sin, the odd columns 2j+1 cos)": _table(i, w, swap=True),
         "the table is laid out as [sin | cos] halves (as fairseq and tensor2tensor do) instead of interleaved "
-        "columns 2j (sin) and 2j+1 (cos)": lambda: _table(i, w, halves=True),
-        "the positions start at 1 instead of 0 (row i is position i)": lambda: _table(i + 1, w),
-        **{sentence: lambda wrong=wrong: _table(i, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
-    })
+        "columns 2j (sin) and 2j+1 (cos)": _table(i, w, halves=True),
+        "the positions start at 1 instead of 0 (row i is position i)": _table(i + 1, w),
+        **{sentence: _table(i, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
+    }
     expect_close(table, expected, call, atol=3e-5, rtol=0, diagnoses=mistakes,
                  hint="P[i, 2j] = sin(i * w_j), P[i, 2j+1] = cos(i * w_j) with w_j = base ** (-2j / d_model)")
 
@@ -368,13 +348,13 @@ def shift_rotation_matches_reference(student, delta, d, base):
     m = student.call(SHIFT, delta, d, **_kw(base))
     expected = ref.positional.shift_rotation(delta, d, **_kw(base))
     w = _w(d, base)
-    mistakes = _Lazy({
+    mistakes = lambda: {
         "the matrix is transposed, which is the rotation by -delta (block j must be [[cos, sin], [-sin, cos]] "
-        "of the angle delta * w_j)": lambda: _rotation(-delta, w),
+        "of the angle delta * w_j)": _rotation(-delta, w),
         "the 2x2 blocks act on the pairs (j, j + d/2) instead of the interleaved pairs (2j, 2j+1)":
-            lambda: _rotation(delta, w, halves=True),
-        **{sentence: lambda wrong=wrong: _rotation(delta, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
-    })
+            _rotation(delta, w, halves=True),
+        **{sentence: _rotation(delta, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
+    }
     expect_close(m, expected, call, atol=5e-5, rtol=0, diagnoses=mistakes,
                  hint="block j, on the pair (2j, 2j+1), is [[cos, sin], [-sin, cos]] of delta * w_j, zeros elsewhere")
 
@@ -391,18 +371,21 @@ def rope_matches_reference(student, inputs, seed, dtype):
     expected = ref.positional.apply_rope(x, positions, **_kw(base))
     at = torch.arange(T) if positions is None else positions
     w = _w(d, base)
-    makers = {
-        "the pairs are (j, j + d/2) (the rotate-half layout of HF and GPT-NeoX) instead of the interleaved pairs "
-        "(2j, 2j+1)": lambda: _rope(x, at, w, halves=True),
-        "the rotation goes the wrong way: angle -a instead of a (the sin terms have the wrong sign)":
-            lambda: _rope(x, at, w, sign=-1.0),
-        **{sentence: lambda wrong=wrong: _rope(x, at, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
-    }
-    if positions is not None:
-        makers["the positions argument is ignored (arange(T) is used instead)"] = lambda: _rope(x, torch.arange(T), w)
+    def mistakes() -> dict[str, torch.Tensor]:
+        found = {
+            "the pairs are (j, j + d/2) (the rotate-half layout of HF and GPT-NeoX) instead of the interleaved "
+            "pairs (2j, 2j+1)": _rope(x, at, w, halves=True),
+            "the rotation goes the wrong way: angle -a instead of a (the sin terms have the wrong sign)":
+                _rope(x, at, w, sign=-1.0),
+            **{sentence: _rope(x, at, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
+        }
+        if positions is not None:
+            found["the positions argument is ignored (arange(T) is used instead)"] = _rope(x, torch.arange(T), w)
+        return found
+
     tol = 1e-4 if dtype == torch.float32 else 5e-5
     expect_close(out, expected, f"apply_rope({shown}) with x of shape {tuple(x.shape)}, {dtype}", atol=tol, rtol=tol,
-                 diagnoses=_Lazy(makers),
+                 diagnoses=mistakes,
                  hint="x'[2j] = x[2j] cos a - x[2j+1] sin a, x'[2j+1] = x[2j] sin a + x[2j+1] cos a, "
                       "a = positions[t] * base ** (-2j / d)")
 
