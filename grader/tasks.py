@@ -3,9 +3,11 @@
 Every task lays a sequence out as [prompt, SEP, answer] (induction: [prompt, prompt]) and is
 trained as next-token prediction: x = seq[:-1], y = seq[1:], with y = -100 (ignored) everywhere
 but the answer. Tokens 0..n_symbols-1 are symbols; n_symbols is SEP.
+"dyck" is the language-like one: the prompt is a prefix of a Dyck word (n_symbols / 2 bracket
+types, openers 0..k-1, closers k..2k-1) and the answer closes it, padded with SEP.
 """
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,12 +25,48 @@ def _has_unique_mode(prompt: torch.Tensor, n_symbols: int) -> torch.Tensor:
     return top2[:, 0] > top2[:, 1]
 
 
+def _dyck_prompt(batch_size: int, length: int, n_symbols: int,
+                 generator: torch.Generator) -> torch.Tensor:
+    """(B, L) random Dyck prefixes: open a random bracket, or close the innermost open one
+    (each with probability 1/2 while any is open)."""
+    k = n_symbols // 2
+    kinds = torch.randint(k, (batch_size, length), generator=generator)
+    close = torch.rand(batch_size, length, generator=generator) < 0.5
+    prompt = torch.empty(batch_size, length, dtype=torch.long)
+    stack = torch.zeros(batch_size, length, dtype=torch.long)  # open kinds, innermost at depth - 1
+    depth, rows = torch.zeros(batch_size, dtype=torch.long), torch.arange(batch_size)
+    for t in range(length):
+        pop = close[:, t] & (depth > 0)
+        prompt[:, t] = torch.where(pop, k + stack[rows, (depth - 1).clamp(min=0)], kinds[:, t])
+        push = ~pop
+        stack[rows[push], depth[push]] = kinds[push, t]
+        depth += torch.where(pop, -1, 1)
+    return prompt
+
+
+def _dyck_closing(prompt: torch.Tensor, n_symbols: int) -> torch.Tensor:
+    """The closers that complete each Dyck prefix, innermost first, then SEP up to length L."""
+    k, (batch_size, length) = n_symbols // 2, prompt.shape
+    answer = torch.full_like(prompt, n_symbols)
+    for b, row in enumerate(prompt.tolist()):
+        stack = []
+        for token in row:
+            if token < k:
+                stack.append(token)
+            else:
+                stack.pop()
+        closers = [k + kind for kind in reversed(stack)]
+        answer[b, : len(closers)] = torch.tensor(closers, dtype=torch.long)
+    return answer
+
+
 ANSWERS = {
     "copy": lambda prompt, n: prompt,
     "reverse": lambda prompt, n: prompt.flip(1),
     "sort": lambda prompt, n: prompt.sort(dim=1).values,
     "majority": _mode,
     "induction": lambda prompt, n: prompt,
+    "dyck": _dyck_closing,
 }
 """What each task asks for, given the prompt (B, L): copy, reverse and sort need positions
 (absolute or relative); majority (the most frequent symbol, unique by construction) does not."""
@@ -45,6 +83,8 @@ class Task:
     def __post_init__(self) -> None:
         if self.name not in ANSWERS:
             raise ValueError(f"task={self.name!r} must be one of {sorted(ANSWERS)}")
+        if self.name == "dyck" and self.n_symbols % 2:
+            raise ValueError(f"n_symbols={self.n_symbols} must be even for dyck (openers and closers)")
 
     @property
     def sep(self) -> int:
@@ -56,7 +96,10 @@ class Task:
 
     def sequences(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, int]:
         """(B, S) int64 full sequences and the index where the answer starts."""
-        prompt = torch.randint(self.n_symbols, (batch_size, self.length), generator=generator)
+        if self.name == "dyck":
+            prompt = _dyck_prompt(batch_size, self.length, self.n_symbols, generator)
+        else:
+            prompt = torch.randint(self.n_symbols, (batch_size, self.length), generator=generator)
         if self.name == "majority":
             while not (ok := _has_unique_mode(prompt, self.n_symbols)).all():
                 redraw = torch.randint(self.n_symbols, prompt.shape, generator=generator)
@@ -82,3 +125,45 @@ class Task:
         generator = torch.Generator().manual_seed(seed)
         while True:
             yield self.batch(batch_size, generator)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to train TinyTransformerLM to >= 99% held-out accuracy on `task` in a few seconds.
+
+    The convergence tests build TinyTransformerLM(task.vocab_size, pos_encoding=..., norm=...,
+    **model_kwargs), train it with train(model, task.batches(batch_size, seed), steps=steps,
+    max_lr=max_lr, warmup_steps=warmup_steps, weight_decay=weight_decay) and score it with
+    evaluate(model, recipe.held_out()).
+    """
+
+    task: Task
+    steps: int
+    max_lr: float
+    warmup_steps: int
+    batch_size: int = 64
+    weight_decay: float = 0.1
+    model_kwargs: dict = field(default_factory=dict)
+
+    def held_out(self, n_batches: int = 4, batch_size: int = 256) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Evaluation batches from their own seeded stream (seed 10**6, apart from training seeds)."""
+        generator = torch.Generator().manual_seed(10**6)
+        return [self.task.batch(batch_size, generator) for _ in range(n_batches)]
+
+
+_MAJORITY = Recipe(Task("majority", length=6), 60, max_lr=6e-3, warmup_steps=6, batch_size=64)
+RECIPES: dict[str, Recipe] = {
+    "sinusoidal": Recipe(Task("reverse"), 120, max_lr=1e-2, warmup_steps=10, batch_size=32),  # 0.9996, 2.6 s
+    "learned": Recipe(Task("reverse"), 50, max_lr=1e-2, warmup_steps=5, batch_size=32),  # 1.000, 1.1 s
+    "rope": Recipe(Task("copy"), 40, max_lr=1e-2, warmup_steps=4, batch_size=32),  # 1.000, 1.0 s
+    "alibi": _MAJORITY,  # 0.999, 1.2 s
+    "none": _MAJORITY,  # 1.000, 1.3 s
+}
+"""One recipe per pos_encoding, on a task that encoding can solve: reversing needs absolute
+positions (sinusoidal, learned), copying at a fixed offset relative ones (rope), and alibi and
+none (no absolute positions; ALiBi only learns copying in hundreds of steps) get the order-free
+majority task. Comments: the lowest held-out accuracy over both norms and seeds 0-4, and the
+training time of one run, measured with solutions/ and torch.set_num_threads(1) on 2 busy cores.
+Default model (d_model 64, 4 heads, 2 layers, d_ff 256). Cheaper settings measured short of 0.99
+somewhere: sinusoidal reversing in 80 steps (0.88-0.998), rope reversing in 100 steps (0.53-0.68),
+alibi copying in 150 steps (0.77), majority of 6 in 40 steps (0.98)."""
