@@ -9,7 +9,8 @@ import importlib
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,15 +38,22 @@ class Result:
     message: str
 
 
+class OutOfTime(RuntimeError):
+    """The case ran past its time limit between calls (hypothesis still drawing or shrinking)."""
+
+
 class GuardedStudent(Student):
     """A Student that, once its worker is lost within a case, fails every further call at once,
-    so that hypothesis's replays do not hang or restart the worker again and again."""
+    so that hypothesis's replays do not hang or restart the worker again and again; and that
+    refuses new calls once the case is out of time."""
 
     lost: WorkerLost | None = None
 
     def request(self, message: dict) -> dict:
         if self.lost is not None:
             raise self.lost
+        if time.monotonic() > self.deadline and message.get("op") != "reset":
+            raise OutOfTime()
         try:
             return super().request(message)
         except WorkerLost as error:
@@ -61,6 +69,30 @@ def _example(error: BaseException) -> str:
             drawn = [line for line in lines if line and not line.startswith("student=")]
             return ", ".join(drawn)
     return ""
+
+
+@contextmanager
+def _recording_failures(test: Callable, seen: list[BaseException]) -> Iterator[None]:
+    """Keep the first exception of a hypothesis test's examples in `seen`, while it runs."""
+    hypothesis = getattr(test, "hypothesis", None)
+    if hypothesis is None:
+        yield
+        return
+    inner = hypothesis.inner_test
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        try:
+            return inner(*args, **kwargs)
+        except BaseException as error:
+            if not seen:
+                seen.append(error)
+            raise
+
+    hypothesis.inner_test = recorded
+    try:
+        yield
+    finally:
+        hypothesis.inner_test = inner
 
 
 def _unwrap(error: BaseException) -> BaseException:
@@ -80,11 +112,19 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
         return Result(case.name, case.component, case.points if status == PASSED else 0.0,
                       case.points, status, message)
 
+    first_failure: list[BaseException] = []
     try:
-        case.run(student)
+        student.sandbox.ready()
+        student.deadline = time.monotonic() + limit  # the clock starts once a worker is ready
+        with _recording_failures(case.run, first_failure):
+            case.run(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
         example = _example(raised) or _example(error)
+        if isinstance(error, OutOfTime):
+            if not first_failure or isinstance(first_failure[0], OutOfTime):
+                return result(TIMED_OUT, f"{case.doc}: ran past the test's time limit of {limit:g} s (far too slow?)")
+            error, example = first_failure[0], ""  # shrinking ran out of time: report what failed first
         on = f" [input: {example}]" if example else ""
         if isinstance(error, KeyboardInterrupt):
             raise

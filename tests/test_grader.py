@@ -1,14 +1,19 @@
 """The judge end to end: the reference scores full marks, stubs score 0, results are stable
 and fail closed, and the JSON follows SPEC.md."""
 import json
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from grader.cli import main
 from grader.judge import ERROR, NOT_ATTEMPTED, PASSED, TIMED_OUT, GuardedStudent, judge, run_case
+from grader.sandbox.client import Sandbox
 from grader.scoring import scorecard
 from grader.suites import COMPONENTS, Case, all_cases
+from grader.suites.checks import expect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +69,11 @@ def test_a_bug_in_the_grader_fails_closed(tmp_path):
         raise KeyError("grader bug")
 
     case = Case("broken", "quiz", 1.0, True, 5.0, broken_case, "a broken test")
-    result = run_case(case, GuardedStudent(sandbox=None))
+    sandbox = Sandbox(ROOT / "solutions", tmp_path)
+    try:
+        result = run_case(case, GuardedStudent(sandbox))
+    finally:
+        sandbox.close()
     assert result.status == ERROR and result.score == 0
 
 
@@ -91,3 +100,22 @@ def test_cli_exits_nonzero_only_when_it_cannot_grade(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["grade", str(empty)]) == 2
+
+
+@given(n=st.integers(0, 1000))
+def _slow_failing_case(student, n):
+    student.call("torch.manual_seed", n)
+    time.sleep(0.3)
+    expect(n < 1, f"n={n} is too big")
+
+
+def test_shrinking_out_of_time_reports_the_first_failure(tmp_path):
+    case = Case("slow", "quiz", 1.0, True, 1.0, _slow_failing_case, "a slow test")
+    sandbox = Sandbox(ROOT / "solutions", tmp_path)
+    try:
+        started = time.monotonic()
+        result = run_case(case, GuardedStudent(sandbox))
+    finally:
+        sandbox.close()
+    assert result.status == "failed" and "is too big" in result.message
+    assert time.monotonic() - started < 5

@@ -80,9 +80,7 @@ class Worker:
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise."""
         try:
-            if not self._ready:  # start-up is not charged to the call
-                receive(self._reply, time.monotonic() + STARTUP_SECONDS)
-                self._ready = True
+            self.wait_ready()  # start-up is not charged to the call
             send(self._request, message)
             reply = receive(self._reply, time.monotonic() + timeout)
         except Deadline:
@@ -95,6 +93,12 @@ class Worker:
             error = reply["error"]
             raise StudentError(str(error.get("type")), str(error.get("message")), str(error.get("where")))
         return reply["ok"]
+
+    def wait_ready(self) -> None:
+        """Block until the worker has imported what it needs (its first message)."""
+        if not self._ready:
+            receive(self._reply, time.monotonic() + STARTUP_SECONDS)
+            self._ready = True
 
     def _death_reason(self, error: BaseException) -> str:
         code = self.process.returncode
@@ -139,6 +143,15 @@ class Sandbox:
         """Start a worker now, so that its imports overlap the judge's own work."""
         if self.worker is None:
             self.worker = Worker(self.submission_dir, self.scratch)
+
+    def ready(self) -> None:
+        """Start a worker if none is running and wait until it can take calls."""
+        self.start()
+        try:
+            self.worker.wait_ready()
+        except (Deadline, EOFError, OSError, ProtocolError) as error:
+            self.close()
+            raise WorkerLost(f"the worker could not start: {error}") from None
 
     def request(self, message: dict, timeout: float) -> Any:
         self.start()
