@@ -230,7 +230,7 @@ def mha_matches_reference(student, config, seed, dtype, masked):
     rope = " and RoPE on q and k only" if config["rope"] else ""
     expect_close(weights, expected_weights, "weights", **tol,
                  hint="head h uses features [h*d_head, (h+1)*d_head): view as (B, T, n_heads, d_head) "
-                      f"then transpose(1, 2){rope}")
+                      f"then transpose(1, 2){rope}; mask and bias act on the scores, before the softmax")
     expect_close(y, expected_y, "y", **tol, hint="merge heads back to (B, T, d_model) before out_proj")
 
 
