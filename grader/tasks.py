@@ -46,7 +46,7 @@ def _dyck_prompt(batch_size: int, length: int, n_symbols: int,
 
 def _dyck_closing(prompt: torch.Tensor, n_symbols: int) -> torch.Tensor:
     """The closers that complete each Dyck prefix, innermost first, then SEP up to length L."""
-    k, (batch_size, length) = n_symbols // 2, prompt.shape
+    k = n_symbols // 2
     answer = torch.full_like(prompt, n_symbols)
     for b, row in enumerate(prompt.tolist()):
         stack = []
