@@ -1,4 +1,4 @@
-"""The `grader` command line: check, grade, release-stubs, list-tests."""
+"""The `grader` command line: check, grade, release-stubs, list-tests, experiments."""
 import argparse
 import sys
 import tempfile
@@ -68,21 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description="Module 9 Transformer lab: autograder and tools")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    grade = commands.add_parser("grade", help="grade a submission (directory or zip) with the hidden tests")
+    grade = commands.add_parser("grade", help="grade a submission (directory, zip or notebook) with the hidden tests")
     grade.add_argument("submission")
-    grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
-    grade.add_argument("--only", metavar="A,B", help="grade only these components")
-    grade.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
-                       help="multiply every test's time limit (e.g. 2 on a slow machine)")
-    grade.set_defaults(run=_grade)
-
     check = commands.add_parser("check", help="run the public tests on your exercises")
     check.add_argument("path", nargs="?", default="exercises")
-    check.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
-    check.add_argument("--only", metavar="A,B", help="check only these components")
-    check.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
-                       help="multiply every test's time limit (e.g. 2 on a slow machine)")
-    check.set_defaults(run=_check)
+    for command, run in ((grade, _grade), (check, _check)):
+        command.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+        command.add_argument("--only", metavar="A,B", help="only these components")
+        command.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
+                             help="multiply every test's time limit (e.g. 2 on a slow machine)")
+        command.set_defaults(run=run)
 
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")
     stubs.add_argument("--solutions", default="solutions", help="reference solutions (default: solutions/)")
@@ -91,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
     listing.set_defaults(run=_list_tests)
+
+    from .experiments.cli import register
+    register(commands)
     return parser
 
 
