@@ -55,7 +55,9 @@ class Worker:
     def __init__(self, submission_dir: Path, scratch: Path):
         request_read, self._request = os.pipe()
         self._reply, reply_write = os.pipe()
-        self.log_path = Path(tempfile.mkstemp(prefix="worker-", suffix=".log", dir=scratch)[1])
+        log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=scratch)
+        os.close(log_fd)
+        self.log_path = Path(log_name)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(scratch),
@@ -109,12 +111,6 @@ class Worker:
         if code is not None:
             return f"the process exited with code {code} (os._exit or a crash)"
         return "the process stopped answering"
-
-    def log_tail(self, n: int = 300) -> str:
-        """The last characters the student's code printed (for crash messages only)."""
-        with open(self.log_path, "rb") as log:
-            log.seek(max(0, self.log_path.stat().st_size - n))
-            return log.read().decode(errors="replace")
 
     def close(self) -> None:
         """Kill the worker's whole process group and wait for it."""
