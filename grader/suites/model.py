@@ -216,16 +216,6 @@ def _mistakes(model: torch.nn.Module, config: dict, idx: torch.Tensor) -> dict[s
         return {sentence: _variant(model, config, idx, **change) for sentence, change in changes.items()}
 
 
-def _expect_close_or_diagnose(actual: object, expected: torch.Tensor, what: str, tol: dict, hint: str,
-                              diagnoses) -> None:
-    """expect_close, computing the diagnoses (a function) only once the values differ."""
-    try:
-        expect_close(actual, expected, what, **tol, hint=hint)
-    except Failed:
-        expect_close(actual, expected, what, **tol, hint=hint, diagnoses=diagnoses())
-        raise
-
-
 def _expect_like_reference(result: object, reference: torch.nn.Module, config: dict, idx: torch.Tensor,
                            dtype: torch.dtype, mode: str = "eval") -> None:
     """The student's (logits, weights) for idx equal the reference's, else name the mistake."""
@@ -237,16 +227,17 @@ def _expect_like_reference(result: object, reference: torch.nn.Module, config: d
         expected_logits, expected_weights = reference(idx, return_weights=True)
     tol = _tolerance(config, dtype)
     mistakes = functools.cache(lambda: _mistakes(reference, config, idx))
-    _expect_close_or_diagnose(
-        logits, expected_logits, f"the logits of {what}", tol,
-        "check (M1) step by step: drop(tok_emb + positions), every block with the causal mask (and the ALiBi "
-        "bias), norm_f for pre-norm only, lm_head", lambda: {k: v[0] for k, v in mistakes().items()})
+    expect_close(
+        logits, expected_logits, f"the logits of {what}", **tol,
+        hint="check (M1) step by step: drop(tok_emb + positions), every block with the causal mask (and the "
+             "ALiBi bias), norm_f for pre-norm only, lm_head",
+        diagnoses=lambda: {k: v[0] for k, v in mistakes().items()})
     expect(isinstance(weights, (list, tuple)) and len(weights) == len(expected_weights),
            f"return_weights=True should give a list of n_layers={len(expected_weights)} weight tensors")
     for layer, (w, expected) in enumerate(zip(weights, expected_weights)):
-        _expect_close_or_diagnose(w, expected, f"weights[{layer}] of {what}", tol,
-                                  "return each block's attention weights, in order",
-                                  lambda: {k: v[1][layer] for k, v in mistakes().items()})
+        expect_close(w, expected, f"weights[{layer}] of {what}", **tol,
+                     hint="return each block's attention weights, in order",
+                     diagnoses=lambda: {k: v[1][layer] for k, v in mistakes().items()})
 
 
 def _tolerance(config: dict, dtype: torch.dtype) -> dict:
