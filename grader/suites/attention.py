@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ..reference import ref
 from . import Suite
-from .checks import expect, expect_close, expect_tensor, expect_value_error
+from .checks import expect, expect_close, expect_tensor, expect_value_error, shape_of
 from .pairs import reference_grads, twins
 from .strategies import attention_shapes, dtypes, mha_configs, randn, random_mask, seeds, small
 
@@ -120,7 +120,7 @@ def mha_contract(student, config, seed):
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         weight = state.get(f"{name}.weight")
         expect(weight is not None and tuple(weight.shape) == (d_model, d_model),
-               f"{name}.weight should exist with shape {(d_model, d_model)}, got {shape_or_missing(weight)}")
+               f"{name}.weight should exist with shape {(d_model, d_model)}, got {shape_of(weight)}")
     x = randn(seed, B, T, d_model, dtype=torch.float32)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     y = mha(x, mask=mask)
@@ -129,10 +129,6 @@ def mha_contract(student, config, seed):
     expect_tensor(weights, (B, n_heads, T, T), "weights")
     expect(bool(torch.allclose(weights.sum(-1), torch.ones(B, n_heads, T), atol=1e-5)),
            "each head's weight rows must sum to 1")
-
-
-def shape_or_missing(value: object) -> str:
-    return "missing" if value is None else str(tuple(value.shape))
 
 
 @suite.case(1, public=True)

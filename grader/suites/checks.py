@@ -16,6 +16,9 @@ def expect(condition: bool, message: str) -> None:
 
 
 def shape_of(value: object) -> str:
+    """A tensor's shape, "missing" for None, else the type's name: for messages."""
+    if value is None:
+        return "missing"
     return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
