@@ -38,7 +38,8 @@ def command_seconds(*args: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
     args = parser.parse_args()
     for component, seconds in per_component(ROOT / "solutions").items():

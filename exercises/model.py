@@ -26,7 +26,7 @@ class TinyTransformerLM(nn.Module):
                        alibi_bias (P5) to the scores)
     then every block with the causal mask (and the ALiBi bias), norm_f (pre-norm only), lm_head.
     T > max_len raises ValueError for "learned"; the other encodings accept any T.
-    Raises ValueError for an unknown pos_encoding or norm.
+    Raises ValueError for an unknown pos_encoding or norm, and for an odd d_model with "sinusoidal".
     Pitfall: a post-norm model has no final norm (each block already ends in one).
     """
 

@@ -1,14 +1,22 @@
-"""The `grader` command line: check, grade, release-stubs, list-tests, experiments."""
+"""The `grader` command line: check, grade, release-stubs, list-tests, and plugin commands.
+
+A plugin command is an entry point in the `grader.commands` group, a `main(argv) -> int`
+(e.g. `grader experiments`, from the experiments package): the grader never imports it
+unless that command runs.
+"""
 import argparse
 import sys
 import tempfile
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
+from .spec import COMPONENTS
 from .stubs import release_stubs
+
+PLUGIN_GROUP = "grader.commands"
 
 
 def _components(text: str | None) -> tuple[str, ...]:
-    from .suites import COMPONENTS
     return COMPONENTS if not text else tuple(name.strip() for name in text.split(",") if name.strip())
 
 
@@ -17,6 +25,7 @@ def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: st
     from .report import terminal, write_json
     from .scoring import scorecard
     from .submission import SubmissionError, unpack
+    from .suites import HiddenTestsMissing
 
     with tempfile.TemporaryDirectory(prefix="submission-") as scratch:
         try:
@@ -32,7 +41,7 @@ def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: st
             components = _components(args.only)
             card = scorecard(judge(directory, public_only=public_only, components=components,
                                    timeout_scale=args.timeout_scale, on_result=progress))
-        except ValueError as error:
+        except (ValueError, HiddenTestsMissing) as error:
             print(f"grader: {error}", file=sys.stderr)
             return 2
     print(file=sys.stderr)
@@ -59,16 +68,21 @@ def _release_stubs(args: argparse.Namespace) -> int:
 def _list_tests(args: argparse.Namespace) -> int:
     from .suites import all_cases
     for case in all_cases():
-        kind = "public" if case.public else "hidden"
-        print(f"{case.component:<12} {case.points:>4g}  {kind:<6}  {case.name}: {case.doc}")
+        print(f"{case.component:<12} {case.points:>4g}  {case.visibility.value:<6}  {case.name}: {case.doc}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grader", description="Module 9 Transformer lab: autograder and tools")
+def _plugins() -> dict[str, EntryPoint]:
+    return {point.name: point for point in entry_points(group=PLUGIN_GROUP)}
+
+
+def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grader",
+                                     description="Module 9 Transformer lab: autograder and tools")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    grade = commands.add_parser("grade", help="grade a submission (directory, zip or notebook) with the hidden tests")
+    grade = commands.add_parser("grade",
+                                help="grade a submission (directory, zip or notebook) with the hidden tests")
     grade.add_argument("submission")
     check = commands.add_parser("check", help="run the public tests on your exercises")
     check.add_argument("path", nargs="?", default="exercises")
@@ -87,13 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
     listing.set_defaults(run=_list_tests)
 
-    from .experiments.cli import register
-    register(commands)
+    for name, point in plugins.items():
+        package = point.value.split(":")[0]
+        commands.add_parser(name, help=f"from {package} (grader {name} --help)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    plugins = _plugins()
+    if argv and argv[0] in plugins:
+        return plugins[argv[0]].load()(argv[1:])
+    args = build_parser(plugins).parse_args(argv)
     return args.run(args)
 
 

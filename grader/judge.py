@@ -7,35 +7,23 @@ grader) scores 0 for that case alone.
 """
 import importlib
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .reference import ref
+from .results import Result
 from .sandbox.client import Sandbox, StudentError, WorkerLost
-from .sandbox.worker import SLOW_IMPORT
+from .sandbox.protocol import SLOW_IMPORT
+from .spec import COMPONENTS, Status
 from .student import Student
-from .suites import COMPONENTS, Case, all_cases
+from .suites import Case, all_cases
 from .suites.checks import Failed
 
-PASSED, FAILED, NOT_ATTEMPTED, TIMED_OUT, CRASHED, ERROR = (
-    "passed", "failed", "not_attempted", "timed_out", "crashed", "error")
 SUBMISSION_SECONDS = 300.0
-
-
-@dataclass
-class Result:
-    name: str
-    component: str
-    score: float
-    max_score: float
-    status: str
-    message: str
 
 
 class OutOfTime(RuntimeError):
@@ -61,19 +49,26 @@ class GuardedStudent(Student):
             raise
 
 
-def _example(error: BaseException) -> str:
-    """Hypothesis's (shrunk) falsifying example, as `n=3, dtype=torch.float64`."""
-    for note in getattr(error, "__notes__", []):
-        if note.startswith(("Falsifying", "Failing")):  # "Falsifying example", "Failing test case", ...
-            lines = [line.split("#")[0].strip().rstrip(",") for line in note.splitlines()[1:-1]]
-            drawn = [line for line in lines if line and not line.startswith("student=")]
-            return ", ".join(drawn)
-    return ""
+@dataclass
+class FailingCalls:
+    """Each failing call of a hypothesis test: its exception and the arguments it was drawn."""
+
+    calls: list[tuple[BaseException, dict]] = field(default_factory=list)
+
+    def first(self) -> BaseException | None:
+        return self.calls[0][0] if self.calls else None
+
+    def input_of(self, error: BaseException) -> str:
+        """The arguments of the call that raised `error`, as `n=3, dtype=torch.float64`."""
+        for raised, kwargs in reversed(self.calls):
+            if raised is error:
+                return ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
+        return ""
 
 
 @contextmanager
-def _recording_failures(test: Callable, seen: list[BaseException]) -> Iterator[None]:
-    """Keep the first exception of a hypothesis test's examples in `seen`, while it runs."""
+def _recording(test: Callable, failing: FailingCalls) -> Iterator[None]:
+    """Record every failing call of a hypothesis test in `failing`, while it runs."""
     hypothesis = getattr(test, "hypothesis", None)
     if hypothesis is None:
         yield
@@ -84,8 +79,7 @@ def _recording_failures(test: Callable, seen: list[BaseException]) -> Iterator[N
         try:
             return inner(*args, **kwargs)
         except BaseException as error:
-            if not seen:
-                seen.append(error)
+            failing.calls.append((error, {k: v for k, v in kwargs.items() if k != "student"}))
             raise
 
     hypothesis.inner_test = recorded
@@ -108,45 +102,59 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
     limit = case.timeout * timeout_scale
     student.deadline = time.monotonic() + limit
 
-    def result(status: str, message: str = "") -> Result:
-        return Result(case.name, case.component, case.points if status == PASSED else 0.0,
+    def result(status: Status, message: str = "") -> Result:
+        return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
                       case.points, status, message)
 
-    first_failure: list[BaseException] = []
+    failing = FailingCalls()
     try:
         student.sandbox.ready()
         student.deadline = time.monotonic() + limit  # the clock starts once a worker is ready
-        with _recording_failures(case.run, first_failure):
+        with _recording(case.run, failing):
             case.run(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
-        example = _example(raised) or _example(error)
-        if isinstance(error, OutOfTime):
-            if not first_failure or isinstance(first_failure[0], OutOfTime):
-                return result(TIMED_OUT, f"{case.doc}: ran past the test's time limit of {limit:g} s (far too slow?)")
-            error, example = first_failure[0], ""  # shrinking ran out of time: report what failed first
-        on = f" [input: {example}]" if example else ""
         if isinstance(error, KeyboardInterrupt):
             raise
+        if isinstance(error, OutOfTime):
+            first = failing.first()
+            if first is None or isinstance(first, OutOfTime):
+                return result(Status.TIMED_OUT,
+                              f"{case.doc}: ran past the test's time limit of {limit:g} s (far too slow?)")
+            error = first  # shrinking ran out of time: report what failed first
+        example = failing.input_of(error)
+        on = f" [input: {example}]" if example else ""
         if isinstance(error, Failed):
-            return result(FAILED, f"{case.doc}: {error}{on}")
+            return result(Status.FAILED, f"{case.doc}: {error}{on}")
         if isinstance(error, StudentError):
             if error.type_name == "NotImplementedError":
-                return result(NOT_ATTEMPTED, f"not attempted: {error.message}")
-            return result(FAILED, f"{case.doc}: your code raised {error}{on}")
+                return result(Status.NOT_ATTEMPTED, f"not attempted: {error.message}")
+            return result(Status.FAILED, f"{case.doc}: your code raised {error}{on}")
         if isinstance(error, WorkerLost):  # no input shown: replays after a loss fail at once
             if error.timed_out:
-                return result(TIMED_OUT, f"{case.doc}: no answer within the test's time limit of "
-                                         f"{limit:g} s (an infinite loop, or far too slow?)")
-            return result(CRASHED, f"{case.doc}: {error}")
-        return result(ERROR, f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
+                return result(Status.TIMED_OUT, f"{case.doc}: no answer within the test's time limit of "
+                                                f"{limit:g} s (an infinite loop, or far too slow?)")
+            return result(Status.CRASHED, f"{case.doc}: {error}")
+        return result(Status.ERROR,
+                      f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
     finally:
         if student.lost is None:
             try:
                 student.reset()
             except Exception:  # noqa: BLE001 - a broken worker shows in the next case, not here
                 pass
-    return result(PASSED)
+    return result(Status.PASSED)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Tiny tensors gain nothing from more threads, and the worker needs the other core."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
@@ -157,22 +165,22 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     Each case's time limit is multiplied by timeout_scale (raise it on a slow machine); past
     `budget` seconds in all, the remaining cases are not run and score 0 (timed out).
     """
-    ref.available = not public_only
-    # One thread: tiny tensors gain nothing from more, and the worker needs the other core.
-    torch.set_num_threads(1)
-    threading.Thread(target=importlib.import_module, args=(SLOW_IMPORT,), daemon=True).start()
-    with tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+    cases = all_cases(public_only, components)
+    with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = Sandbox(submission_dir, Path(scratch))
         sandbox.start()  # its imports overlap with ours
+        # Joined before any case runs: hypothesis parses test sources with `ast`, which on
+        # CPython 3.11 can fail (SystemError) while another thread imports.
+        importlib.import_module(SLOW_IMPORT)
         student = GuardedStudent(sandbox)
         results = []
         try:
             stop = time.monotonic() + budget
-            for case in all_cases(public_only, components):
+            for case in cases:
                 if time.monotonic() < stop:
                     results.append(run_case(case, student, timeout_scale))
                 else:
-                    results.append(Result(case.name, case.component, 0.0, case.points, TIMED_OUT,
+                    results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
                                           f"{case.doc}: not run, the submission used up its {budget:.0f} s"))
                 if on_result:
                     on_result(results[-1])

@@ -1,16 +1,11 @@
-"""The reference solutions, for hidden tests only: imported in the judge, on first use."""
+"""The reference solutions, for hidden tests only: `ref.attention` is `solutions.attention`,
+imported in the judge on first use (grader.suites.hidden checks that they are installed)."""
 import importlib
 from types import ModuleType
 
 
 class Reference:
-    """`ref.attention` is `solutions.attention`; unavailable while only public tests run."""
-
-    available = True
-
     def __getattr__(self, module: str) -> ModuleType:
-        if not self.available:
-            raise RuntimeError("a public test used the reference solutions")
         return importlib.import_module(f"solutions.{module}")
 
 

@@ -1,8 +1,8 @@
 """From case results to a scorecard: per-component subtotals and 'fix X first' notes."""
 from dataclasses import dataclass, field
 
-from .judge import NOT_ATTEMPTED, PASSED, Result
-from .suites import COMPONENTS, DEPENDS
+from .results import Result
+from .spec import COMPONENTS, DEPENDS, Status
 
 
 @dataclass
@@ -13,12 +13,12 @@ class Scorecard:
     tests: list[Result] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        """The SPEC.md "Grader interface" schema."""
+        """The docs/spec.md "Grader interface" schema."""
         return {
             "score": self.score,
             "max_score": self.max_score,
             "components": self.components,
-            "tests": [vars(r) for r in self.tests],
+            "tests": [r.to_json() for r in self.tests],
         }
 
 
@@ -32,9 +32,10 @@ def _dependency_note(component: str, failing: set[str]) -> str:
 
 def scorecard(results: list[Result]) -> Scorecard:
     """Total the results; failed tests of a component whose dependencies fail say so."""
-    failing = {r.component for r in results if r.status not in (PASSED, NOT_ATTEMPTED)}
+    failing = {r.component for r in results if r.status not in (Status.PASSED, Status.NOT_ATTEMPTED)}
     tests = [
-        r if r.status == PASSED else Result(**{**vars(r), "message": r.message + _dependency_note(r.component, failing)})
+        r if r.status is Status.PASSED
+        else Result(**{**vars(r), "message": r.message + _dependency_note(r.component, failing)})
         for r in results
     ]
     components = {}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 STUB_BEGIN, STUB_END = "# BEGIN STUB", "# END STUB"
-HEADER = "# Generated from solutions/{name} by `grader release-stubs`: fill in the NotImplementedError parts.\n"
+HEADER = ("# Generated from solutions/{name} by `grader release-stubs`: "
+          "fill in the NotImplementedError parts.\n")
 _DEF = re.compile(r"^(\s*)(?:def|class)\s+(\w+)")
 
 
@@ -59,7 +60,8 @@ def stub_source(source: str, filename: str = "<solution>") -> str:
             i = stub_end + 1
         else:
             where = _enclosing_name(lines, i - 1, indent)
-            out.append(" " * indent + f'raise NotImplementedError("{where}: your code here (see the docstring)")\n')
+            message = f"{where}: your code here (see the docstring)"
+            out.append(" " * indent + f'raise NotImplementedError("{message}")\n')
     return "".join(out)
 
 
@@ -80,5 +82,6 @@ def stale_stubs(solutions: Path, exercises: Path) -> list[str]:
         path.name
         for path in sorted(solutions.glob("*.py"))
         if not (exercises / path.name).is_file()
-        or (exercises / path.name).read_text() != HEADER.format(name=path.name) + stub_source(path.read_text())
+        or (exercises / path.name).read_text()
+        != HEADER.format(name=path.name) + stub_source(path.read_text())
     ]

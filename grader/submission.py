@@ -1,4 +1,4 @@
-"""Finding and importing a submission: a directory of SPEC.md files, a zip of one, or a notebook.
+"""Finding and importing a submission: a directory of docs/spec.md files, a zip of one, or a notebook.
 
 A notebook is read, never run: each code cell that starts with `%%writefile NAME.py` (the
 Colab/Jupyter idiom) or `# file: NAME.py` becomes that file; other cells are ignored.
@@ -15,7 +15,10 @@ import zipfile
 from pathlib import Path
 from types import ModuleType
 
-MODULES = ("attention", "positional", "feedforward", "block", "model", "trainer", "analysis", "quiz")
+from .spec import COMPONENTS
+
+MODULES = COMPONENTS
+"""A submission's files: one module per component, named after it."""
 MAX_ZIP_BYTES = 20 * 1024 * 1024
 _CELL_FILE = re.compile(r"^(?:%%writefile(?:\s+-a)?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-IGNORE = -100
+from .spec import IGNORE_INDEX
 
 
 def _mode(prompt: torch.Tensor, n_symbols: int) -> torch.Tensor:
@@ -111,13 +111,13 @@ class Task:
         return torch.cat([prompt, sep, answer], dim=1), self.length + 1
 
     def batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """One (x, y) batch of int64 (B, S - 1); y is IGNORE outside the answer."""
+        """One (x, y) batch of int64 (B, S - 1); y is IGNORE_INDEX outside the answer."""
         seq, answer_start = self.sequences(batch_size, generator)
         x, y = seq[:, :-1], seq[:, 1:].clone()
         # y[:, t] is token t + 1; score only the tokens of the answer. Induction's first
         # answer token repeats nothing seen yet in order, so it is scored from its second.
         first_scored = answer_start - 1 + (self.name == "induction")
-        y[:, :first_scored] = IGNORE
+        y[:, :first_scored] = IGNORE_INDEX
         return x, y
 
     def batches(self, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

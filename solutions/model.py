@@ -25,7 +25,7 @@ class TinyTransformerLM(nn.Module):
                        alibi_bias (P5) to the scores)
     then every block with the causal mask (and the ALiBi bias), norm_f (pre-norm only), lm_head.
     T > max_len raises ValueError for "learned"; the other encodings accept any T.
-    Raises ValueError for an unknown pos_encoding or norm.
+    Raises ValueError for an unknown pos_encoding or norm, and for an odd d_model with "sinusoidal".
     Pitfall: a post-norm model has no final norm (each block already ends in one).
     """
 
@@ -38,6 +38,8 @@ class TinyTransformerLM(nn.Module):
             raise ValueError(f"pos_encoding={pos_encoding!r} must be one of {POS_ENCODINGS}")
         if norm not in ("pre", "post"):
             raise ValueError(f"norm={norm!r} must be 'pre' or 'post'")
+        if pos_encoding == "sinusoidal" and d_model % 2:
+            raise ValueError(f"d_model={d_model} must be even for pos_encoding='sinusoidal'")
         self.pos_encoding = pos_encoding
         self.n_heads = n_heads
         self.max_len = max_len

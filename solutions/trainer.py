@@ -66,7 +66,7 @@ def train(model: nn.Module, batches: Iterable[Batch], *, steps: int, max_lr: flo
     device = next(model.parameters()).device
     history = {"loss": [], "lr": [], "grad_norm": []}
     model.train()
-    for step, (x, y) in zip(range(steps), batches):
+    for step, (x, y) in zip(range(steps), batches, strict=False):
         lr = lr_schedule(step, max_lr=max_lr, warmup_steps=warmup_steps,
                          total_steps=steps, min_lr=min_lr)
         for group in optimizer.param_groups:

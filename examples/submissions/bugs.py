@@ -16,8 +16,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.spec import COMPONENTS
+
 CORRECT = Path(__file__).resolve().parent / "correct"
-COMPONENTS = ("attention", "positional", "feedforward", "block", "model", "trainer", "analysis", "quiz")
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ BUGS: list[Bug] = [
         keywords=("norm_f", "final norm", "post")),
     Bug("learned_no_max_len_check", "model", "model.py",
         old=("            if T > self.max_len:\n"
-             "                raise ValueError(f\"sequence length T={T} is longer than max_len={self.max_len}\")\n"),
+             "                raise ValueError(f\"sequence length T={T} is longer than "
+             "max_len={self.max_len}\")\n"),
         new="",
         description="With learned positions, a sequence longer than max_len does not raise ValueError.",
         keywords=("max_len", "valueerror")),

@@ -87,7 +87,8 @@ class Worker:
             reply = receive(self._reply, time.monotonic() + timeout)
         except Deadline:
             self.close()
-            raise WorkerLost(f"timed out after {timeout:.0f} s (an infinite loop, or far too slow?)", timed_out=True)
+            raise WorkerLost(f"timed out after {timeout:.0f} s (an infinite loop, or far too slow?)",
+                             timed_out=True) from None
         except (EOFError, OSError, ProtocolError) as error:
             self.close()
             raise WorkerLost(self._death_reason(error)) from None

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 MAX_BYTES = 64 * 1024 * 1024
+SLOW_IMPORT = "torch._dynamo"
+"""Imported by the first optimizer step, which takes seconds: both sides warm it in the background."""
 _LENGTH = struct.Struct(">Q")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..submission import import_module, import_package
-from .protocol import Handle, ProtocolError, receive, send
+from .protocol import SLOW_IMPORT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": torch.manual_seed,
@@ -28,8 +28,6 @@ FIXTURES = {
     "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
-SLOW_IMPORT = "torch._dynamo"
-"""Imported by the first optimizer step, which takes seconds: warmed in the background."""
 
 
 class _BlockReference:
@@ -108,7 +106,8 @@ class Session:
 
     def backward(self, result: Any, request: dict, args: list, kwargs: dict) -> dict:
         outputs = result if isinstance(result, (tuple, list)) else [result]
-        pairs = [(o, torch.from_numpy(g.copy())) for o, g in zip(outputs, request["grad_outputs"]) if g is not None]
+        pairs = [(o, torch.from_numpy(g.copy()))
+                 for o, g in zip(outputs, request["grad_outputs"], strict=False) if g is not None]
         torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         grads: dict[str, Any] = {"inputs": {}, "params": {}}
         for key in request.get("grad_inputs", []):

@@ -1,26 +1,20 @@
-"""The tests, one module per SPEC.md component, each registering its cases on a Suite.
+"""The tests, two modules per docs/spec.md component: `public/<component>.py` (no reference: they ship
+to students for `grader check`) and `hidden/<component>.py` (compared with the reference, with
+diagnoses of classic mistakes). Each module registers its cases on a Suite.
 
 A case is a function of the Student proxy that raises checks.Failed (or lets the student's
-exception through) when the property does not hold. Public cases use no reference and ship
-to students for `grader check`; hidden cases compare with `grader.reference.ref`.
+exception through) when the property does not hold.
 """
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
-COMPONENTS = ("attention", "positional", "feedforward", "block", "model", "trainer", "analysis", "quiz")
-DEPENDS = {
-    "attention": ("positional",),
-    "block": ("attention", "feedforward"),
-    "model": ("block", "positional", "trainer"),
-    "analysis": ("model",),
-}
-"""What each component's tests also run of the student's code (for the 'fix X first' notes)."""
+from ..spec import COMPONENTS, Visibility
 
-settings.register_profile(
-    "grader",
+GRADER_SETTINGS = settings(
     derandomize=True,
     database=None,
     deadline=None,
@@ -30,7 +24,11 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
     phases=(Phase.explicit, Phase.generate, Phase.shrink),
 )
-settings.load_profile("grader")
+"""Every case runs under these (derandomized: the same submission gets the same examples)."""
+
+
+class HiddenTestsMissing(RuntimeError):
+    """The hidden suites are not installed (a student release): only `grader check` can run."""
 
 
 @dataclass(frozen=True)
@@ -38,39 +36,58 @@ class Case:
     name: str
     component: str
     points: float
-    public: bool
+    visibility: Visibility
     timeout: float
     run: Callable
     doc: str
 
+    @property
+    def public(self) -> bool:
+        return self.visibility is Visibility.PUBLIC
+
 
 class Suite:
-    """The cases of one component, in the order they are written."""
+    """The cases of one component and visibility, in the order they are written."""
 
-    def __init__(self, component: str):
+    def __init__(self, component: str, visibility: Visibility):
         if component not in COMPONENTS:
             raise ValueError(f"unknown component {component!r}")
-        self.component = component
+        self.component, self.visibility = component, visibility
         self.cases: list[Case] = []
 
-    def case(self, points: float, *, public: bool = False, timeout: float = 8.0) -> Callable:
-        """Register a test worth `points`; its docstring's first line says what it checks.
+    def case(self, points: float, *, timeout: float = 8.0, **hypothesis: Any) -> Callable:
+        """Register a test worth `points`; its docstring's first paragraph says what it checks.
 
         timeout bounds the whole case, hypothesis's examples included: generous for correct
-        code (tiny tensors), short enough that a hang costs seconds, not minutes.
+        code (tiny tensors), short enough that a hang costs seconds, not minutes. `hypothesis`
+        overrides GRADER_SETTINGS for this case (e.g. max_examples=4 for a slow one).
         """
         def register(fn: Callable) -> Callable:
-            doc = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-            self.cases.append(Case(fn.__name__, self.component, points, public, timeout, fn, doc))
+            if any(case.name == fn.__name__ for case in self.cases):
+                raise ValueError(f"{self.component} has two cases named {fn.__name__!r}")
+            if hasattr(fn, "hypothesis"):
+                fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
+            doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
+            self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc))
             return fn
         return register
 
 
+def _suite(component: str, visibility: Visibility) -> Suite:
+    try:
+        return importlib.import_module(f"{__name__}.{visibility.value}.{component}").suite
+    except ModuleNotFoundError as error:
+        if visibility is Visibility.HIDDEN and error.name == f"{__name__}.hidden":
+            raise HiddenTestsMissing("the hidden tests are not part of this installation (a student "
+                                     "release?): `grader check` runs the public ones") from error
+        raise
+
+
 def all_cases(public_only: bool = False, components: tuple[str, ...] = COMPONENTS) -> list[Case]:
-    """The registered cases of these components, in order (each suite module defines `suite`)."""
+    """The registered cases of these components, in order: each one's public cases, then its hidden."""
     unknown = set(components) - set(COMPONENTS)
     if unknown:
         raise ValueError(f"unknown component(s) {sorted(unknown)}; choose from {', '.join(COMPONENTS)}")
-    cases = [case for name in COMPONENTS if name in components
-             for case in importlib.import_module(f"{__name__}.{name}").suite.cases]
-    return [c for c in cases if c.public] if public_only else cases
+    visibilities = (Visibility.PUBLIC,) if public_only else tuple(Visibility)
+    return [case for name in COMPONENTS if name in components
+            for visibility in visibilities for case in _suite(name, visibility).cases]

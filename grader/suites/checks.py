@@ -5,6 +5,9 @@ import torch
 
 from ..sandbox.client import StudentError
 
+Diagnoses = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]]
+"""Mistake sentence -> what a submission with that mistake returns (or a function building that)."""
+
 
 class Failed(AssertionError):
     """A property the submission did not have; the message is shown to the student."""
@@ -25,7 +28,8 @@ def shape_of(value: object) -> str:
 def expect_tensor(actual: object, shape: tuple, what: str) -> torch.Tensor:
     """actual must be a tensor of this shape."""
     expect(isinstance(actual, torch.Tensor), f"{what} should be a tensor, got {type(actual).__name__}")
-    expect(tuple(actual.shape) == tuple(shape), f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}")
+    expect(tuple(actual.shape) == tuple(shape),
+           f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}")
     return actual
 
 
@@ -36,8 +40,7 @@ def _close(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
 
 def expect_close(actual: object, expected: torch.Tensor, what: str, *, atol: float = 1e-6,
                  rtol: float = 1e-5, hint: str = "",
-                 diagnoses: Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] | None = None,
-                 ) -> None:
+                 diagnoses: Diagnoses | None = None) -> None:
     """actual ≈ expected; else say by how much, and which classic mistake it matches, if any.
 
     diagnoses maps a sentence ("the scores are not divided by sqrt(d_k)") to what a submission
@@ -73,7 +76,7 @@ def _strides(shape: torch.Size) -> list[tuple[int, int]]:
 def expect_same_keys(actual: Mapping, expected: Mapping, what: str) -> None:
     missing, extra = sorted(set(expected) - set(actual)), sorted(set(actual) - set(expected))
     expect(not missing and not extra,
-           f"{what} keys differ from SPEC.md: missing {missing or 'none'}, unexpected {extra or 'none'}")
+           f"{what} keys differ from docs/spec.md: missing {missing or 'none'}, unexpected {extra or 'none'}")
 
 
 def expect_value_error(call: Callable[[], object], what: str, names: tuple[str, ...]) -> None:

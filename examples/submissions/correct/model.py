@@ -23,7 +23,9 @@ class TinyTransformerLM(nn.Module):
         self.pos_encoding, self.n_heads, self.max_len = pos_encoding, n_heads, max_len
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(max_len, d_model) if pos_encoding == "learned" else None
-        if pos_encoding == "sinusoidal":  # a cache, not a parameter: left out of state_dict()
+        # A cache, not a parameter: left out of state_dict(). Building it here also rejects an odd
+        # d_model at construction (sinusoidal_encoding raises ValueError naming d_model).
+        if pos_encoding == "sinusoidal":
             self.register_buffer("sin_table", sinusoidal_encoding(max_len, d_model), persistent=False)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList([

@@ -22,7 +22,7 @@ def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """(T2) AdamW groups: weight decay on matrices/embeddings (ndim >= 2), none on the rest."""
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if p.ndim >= 2:
             decay.append(p)
         else:

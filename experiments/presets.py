@@ -1,0 +1,74 @@
+"""The two presets: `quick` (a smoke run for CI: 37 runs, 25 s with 2 workers) and `full` (the
+documented results in docs/results.md: 105 runs, 15.3 CPU-minutes, 15.6 minutes with 2 workers
+on a shared 2-core machine). `--seeds N` sets the seeds of every study; each seed of the norms
+grid costs about 6 CPU-minutes.
+
+Each study reads its own dict; `seeds` is the number of seeds (runs use seeds 0..seeds-1).
+"""
+import copy
+
+from grader.spec import NORMS, POS_ENCODINGS
+
+TINY = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256}  # the module's tiny model for toy tasks
+
+FULL = {
+    "positional": {
+        "encodings": list(POS_ENCODINGS),
+        # reverse: order matters ("none" must fail); majority: order-free control;
+        # induction: a relative-position mechanism, the natural length-generalisation test.
+        "tasks": [{"task": "reverse", "n_symbols": 10}, {"task": "majority", "n_symbols": 10},
+                  {"task": "induction", "n_symbols": 16}],
+        "train_length": 8, "test_lengths": [4, 8, 12, 16],
+        "steps": 500, "lr": 5e-3, "warmup": 50, "batch_size": 32, "eval_batches": 8,
+        "arch": TINY, "seeds": 3,
+    },
+    "norms": {
+        "init": {"depths": [2, 6, 12], "task": "sort", "length": 16, "n_symbols": 32, "batch_size": 32,
+                 "arch": {"d_model": 64, "n_heads": 4, "d_ff": 256}},
+        "grid": {"depths": [2, 6], "lrs": [3e-3, 1e-2, 3e-2], "warmups": [0, 100],
+                 "task": "sort", "length": 16, "n_symbols": 32, "steps": 300, "batch_size": 32,
+                 "betas": [0.9, 0.98], "eval_batches": 4, "arch": {"d_model": 64, "n_heads": 4, "d_ff": 256}},
+        "stall_fraction": 0.9, "seeds": 1,
+    },
+    "dropout": {
+        "rates": [0.0, 0.1, 0.3], "task": "dyck", "length": 12, "n_symbols": 8,
+        "train_examples": 256, "steps": 1500, "every": 50, "lr": 3e-3, "warmup": 50,
+        "batch_size": 32, "eval_batches": 8, "target_accuracy": 0.9, "arch": TINY, "seeds": 2,
+    },
+    "attention_patterns": {
+        "layers": [1, 2], "encoding": "sinusoidal", "n_symbols": 32, "length": 12,
+        "steps": 1500, "every": 25, "lr": 3e-3, "warmup": 50, "batch_size": 32, "probe_size": 16,
+        "threshold": 0.4, "arch": {"d_model": 64, "n_heads": 4, "d_ff": 256}, "seeds": 1,
+    },
+    "cost": {
+        "variants": {"encodings": list(POS_ENCODINGS), "norms": list(NORMS),
+                     "seq_len": 64, "batch_size": 32, "steps": 20, "arch": TINY},
+        "attention": {"lengths": [64, 128, 256, 512, 1024, 2048], "dims": [16, 32, 64, 128, 256, 512, 1024],
+                      "n_at": 512, "d_at": 64, "repeats": 7},
+        "seeds": 1,
+    },
+}
+
+QUICK = copy.deepcopy(FULL)
+QUICK["positional"].update(tasks=[{"task": "reverse", "n_symbols": 10},
+                                  {"task": "majority", "n_symbols": 10}],
+                           train_length=4, test_lengths=[4, 8], steps=60, warmup=10, eval_batches=2, seeds=1)
+QUICK["norms"]["init"].update(depths=[4], length=8)
+QUICK["norms"]["grid"].update(depths=[2], lrs=[1e-3, 1e-2], warmups=[0, 20], length=8, steps=40,
+                              eval_batches=1)
+QUICK["norms"].update(seeds=1)
+QUICK["dropout"].update(length=6, train_examples=64, steps=60, every=20, eval_batches=2, seeds=1)
+QUICK["attention_patterns"].update(length=6, steps=60, every=20, probe_size=4, seeds=1)
+QUICK["cost"]["variants"].update(encodings=["sinusoidal", "rope", "alibi"], seq_len=32, steps=3)
+QUICK["cost"]["attention"].update(lengths=[32, 64, 128, 256], dims=[16, 32, 64], n_at=128, repeats=3)
+
+PRESETS = {"quick": QUICK, "full": FULL}
+
+
+def preset(name: str, seeds: int | None = None) -> dict:
+    """A copy of a preset, with every study's number of seeds overridden when `seeds` is given."""
+    config = copy.deepcopy(PRESETS[name])
+    if seeds is not None:
+        for study in config.values():
+            study["seeds"] = seeds
+    return config

@@ -1,0 +1,67 @@
+"""feedforward.py, public cases: FeedForward's (F1) contract, without the reference (3 points)."""
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ...spec import ACTIVATIONS, Visibility
+from .. import Suite
+from ..checks import expect, expect_same_keys, expect_tensor, expect_value_error
+from ..strategies import batch_dims, dtypes, randn, seeds
+
+suite = Suite("feedforward", Visibility.PUBLIC)
+FFN = "feedforward.FeedForward"
+F1 = "(F1) forward(x) = fc2(dropout(act(fc1(x))))"
+
+activations = st.sampled_from(ACTIVATIONS)
+widths = st.integers(1, 8)
+
+
+def _spec_state(d_model: int, d_ff: int) -> dict[str, tuple[int, ...]]:
+    """FeedForward's state-dict keys and shapes, as docs/spec.md fixes them."""
+    return {"fc1.weight": (d_ff, d_model), "fc1.bias": (d_ff,),
+            "fc2.weight": (d_model, d_ff), "fc2.bias": (d_model,)}
+
+
+@suite.case(1)
+@given(d_model=widths, d_ff=widths, lead=batch_dims, T=st.integers(1, 4), dtype=dtypes,
+       activation=activations, seed=seeds)
+def ffn_contract(student, d_model, d_ff, lead, T, dtype, activation, seed):
+    """FeedForward has fc1 Linear(d_model, d_ff) and fc2 Linear(d_ff, d_model), keeps any leading dims and the input's dtype"""  # noqa: E501
+    ffn = student.call(FFN, d_model, d_ff, activation=activation)
+    state, spec = ffn.state_dict(), _spec_state(d_model, d_ff)
+    expect_same_keys(state, spec, "FeedForward.state_dict()")
+    for name, shape in spec.items():
+        expect(tuple(state[name].shape) == shape,
+               f"{name} has shape {tuple(state[name].shape)}, expected {shape} "
+               f"(fc1 = nn.Linear(d_model={d_model}, d_ff={d_ff}), fc2 = nn.Linear(d_ff, d_model))")
+    ffn.to(dtype).eval()
+    x = randn(seed, *lead, T, d_model, dtype=dtype)
+    y = expect_tensor(ffn(x), x.shape, f"forward(x) with x of shape {tuple(x.shape)}")
+    expect(y.dtype == dtype, f"x is {dtype} but forward(x) is {y.dtype}: compute in the input's dtype")
+
+
+@suite.case(1)
+@given(activation=st.sampled_from(["tanh", "silu", "sigmoid", "gelu_tanh", "leaky_relu"]), d_model=widths)
+def ffn_value_error(student, activation, d_model):
+    """FeedForward raises ValueError naming `activation` for anything but "gelu" or "relu\""""
+    expect_value_error(lambda: student.call(FFN, d_model, 2 * d_model, activation=activation),
+                       f"FeedForward({d_model}, {2 * d_model}, activation={activation!r})", ("activation",))
+
+
+@suite.case(1)
+@given(d_model=widths, d_ff=widths, B=st.integers(1, 3), T=st.integers(2, 5), seed=seeds, data=st.data())
+def ffn_position_wise(student, d_model, d_ff, B, T, seed, data):
+    """FeedForward is position-wise: changing one position's input changes that position's output only"""
+    b, t = data.draw(st.integers(0, B - 1), label="b"), data.draw(st.integers(0, T - 1), label="t")
+    student.call("torch.manual_seed", seed)
+    ffn = student.call(FFN, d_model, d_ff).to(torch.float64).eval()
+    x = randn(seed, B, T, d_model)
+    x2 = x.clone()
+    x2[b, t] += 3.0 * randn(seed + 1, d_model).sign()
+    y, y2 = expect_tensor(ffn(x), x.shape, "forward(x)"), expect_tensor(ffn(x2), x.shape, "forward(x)")
+    changed = (y - y2).abs().amax(-1) > 1e-9
+    others = [tuple(i) for i in changed.nonzero().tolist() if tuple(i) != (b, t)]
+    expect(not others, f"changing x[{b}, {t}] changed the outputs at (batch, position) {others[:5]}: "
+                       "each position must go through fc1, act and fc2 on its own (no mixing across tokens)")
+    expect(bool(changed[b, t]), f"changing x[{b}, {t}] left forward(x)[{b}, {t}] unchanged: "
+                                "does the output depend on the input at that position?")

@@ -1,0 +1,39 @@
+"""The grader on the example submissions: the correct one gets 100, each bug loses points in
+its own component with a message that points at it, crashes cost only their own component."""
+import pytest
+
+from grader.judge import judge
+from grader.scoring import scorecard
+from grader.spec import Status
+from helpers import EXAMPLES, load_bugs
+
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+bugs = load_bugs()
+
+
+def test_the_correct_alternative_gets_full_marks():
+    card = scorecard(judge(EXAMPLES / "correct"))
+    failed = [f"{r.name}: {r.message}" for r in card.tests if r.status is not Status.PASSED]
+    assert not failed and card.score == 100
+
+
+@pytest.mark.parametrize("bug", [b for b in bugs.BUGS if not b.crash], ids=lambda b: b.name)
+def test_each_bug_loses_points_in_its_component_and_says_why(bug, tmp_path):
+    submission = bugs.materialize(bug, tmp_path)
+    results = judge(submission, components=(bug.component,))
+    lost = [r for r in results if r.status is not Status.PASSED]
+    assert lost, f"{bug.name}: no {bug.component} test failed ({bug.description})"
+    messages = " ".join(r.message.lower() for r in lost)
+    assert any(word in messages for word in bug.keywords), (
+        f"{bug.name}: no message mentions {bug.keywords}:\n" + "\n".join(r.message for r in lost))
+
+
+@pytest.mark.parametrize("bug", [b for b in bugs.BUGS if b.crash], ids=lambda b: b.name)
+def test_a_crash_costs_only_its_own_component(bug, tmp_path):
+    submission = bugs.materialize(bug, tmp_path)
+    others = tuple(c for c in ("quiz", "positional", "feedforward") if c != bug.component)[:2]
+    card = scorecard(judge(submission, components=(bug.component, *others), timeout_scale=0.5))
+    for name in others:
+        assert card.components[name]["score"] == card.components[name]["max_score"], name
+    if bug.name != "print_flood":  # its functions still return the right values
+        assert card.components[bug.component]["score"] < card.components[bug.component]["max_score"]

@@ -1,0 +1,153 @@
+"""The sandbox boundary: data-only messages, and workers that hang, exit, flood or misbehave."""
+import io
+import os
+import struct
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.sandbox.client import Sandbox, StudentError, WorkerLost
+from grader.sandbox.protocol import MAX_BYTES, Handle, ProtocolError, decode, encode, receive
+
+
+def test_round_trip_keeps_structure_and_dtypes():
+    value = {"a": (np.arange(3, dtype=np.int64), [np.ones((2, 2), np.float32), None]),
+             "b": Handle(7), "c": [1, 2.5, "x", True], "d": np.zeros(0, dtype=bool)}
+    back = decode(encode(value)[8:])
+    assert isinstance(back["a"], tuple) and back["a"][0].dtype == np.int64
+    assert back["a"][1][0].dtype == np.float32 and back["a"][1][1] is None
+    assert isinstance(back["b"], Handle) and back["b"] == 7
+    assert back["c"] == [1, 2.5, "x", True] and back["d"].dtype == bool
+
+
+def test_pickled_arrays_are_refused():
+    header = b'{"$array": "a0"}'
+    payload = io.BytesIO()
+    np.savez(payload, a0=np.array([object()], dtype=object))
+    body = struct.pack(">Q", len(header)) + header + payload.getvalue()
+    with pytest.raises(ValueError):
+        decode(body)
+
+
+def test_oversized_message_is_refused_before_reading_it():
+    read, write = os.pipe()
+    os.write(write, struct.pack(">Q", MAX_BYTES + 1))
+    with pytest.raises(ProtocolError):
+        receive(read, time.monotonic() + 5)
+    os.close(read), os.close(write)
+
+
+def test_objects_that_are_not_data_cannot_be_sent():
+    with pytest.raises(TypeError):
+        encode({"f": print})
+
+
+MISBEHAVING = {
+    "quiz.py": "ANSWERS = {}\n",
+    "attention.py": textwrap.dedent("""\
+        import os, subprocess, sys, time
+        def hang():
+            while True: pass
+        def hang_with_child():
+            subprocess.Popen(["sleep", "300"])
+            time.sleep(300)
+        def die(): os._exit(3)
+        def leave(): sys.exit(0)
+        def flood():
+            for _ in range(10**6): print("x" * 1000)
+            return "survived"
+        def fine(x): return x * 2
+        def cheat():
+            import solutions.attention
+        def pid(): return os.getpid()
+        """),
+    "analysis.py": "def broken(:\n",
+}
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for name, text in MISBEHAVING.items():
+        (submission / name).write_text(text)
+    box = Sandbox(submission, tmp_path)
+    yield box
+    box.close()
+
+
+def call(box: Sandbox, target: str, *args, timeout: float = 10.0):
+    return box.request({"op": "call", "target": target, "args": list(args)}, timeout)["result"]
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_hang_times_out_and_the_next_call_gets_a_new_worker(sandbox):
+    assert call(sandbox, "attention.fine", 2) == 4
+    with pytest.raises(WorkerLost) as lost:
+        call(sandbox, "attention.hang", timeout=1.0)
+    assert lost.value.timed_out
+    assert call(sandbox, "attention.fine", 3) == 6
+
+
+@pytest.mark.sandbox
+def test_the_whole_process_group_is_killed(sandbox):
+    worker_pid = call(sandbox, "attention.pid")
+    with pytest.raises(WorkerLost):
+        call(sandbox, "attention.hang_with_child", timeout=1.5)
+    deadline = time.monotonic() + 30  # generous: the loop ends as soon as they are gone
+    while _live_members(worker_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _live_members(worker_pid) == []
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of this group that are neither gone nor zombies (read from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_os_exit_costs_one_call(sandbox):
+    with pytest.raises(WorkerLost, match="exited with code 3"):
+        call(sandbox, "attention.die")
+    assert call(sandbox, "attention.fine", 1) == 2
+
+
+@pytest.mark.sandbox
+def test_system_exit_is_an_error_of_the_call_not_the_worker(sandbox):
+    with pytest.raises(StudentError, match="SystemExit"):
+        call(sandbox, "attention.leave")
+    assert call(sandbox, "attention.fine", 1) == 2
+
+
+@pytest.mark.sandbox
+def test_a_print_flood_is_capped_and_does_not_reach_the_judge(sandbox, capfd):
+    with pytest.raises(StudentError, match="File too large|OSError"):
+        call(sandbox, "attention.flood", timeout=60)
+    assert sandbox.worker.log_path.stat().st_size <= 8 * 1024 * 1024
+    assert "xxxx" not in capfd.readouterr().out
+
+
+@pytest.mark.sandbox
+def test_a_syntax_error_names_the_file_and_line(sandbox):
+    with pytest.raises(StudentError) as error:
+        call(sandbox, "analysis.broken")
+    assert error.value.type_name == "SyntaxError" and "analysis.py, line 1" in error.value.where
+
+
+@pytest.mark.sandbox
+def test_the_reference_cannot_be_imported_in_the_worker(sandbox):
+    with pytest.raises(StudentError, match="reference solutions cannot be imported"):
+        call(sandbox, "attention.cheat")

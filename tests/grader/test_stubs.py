@@ -1,0 +1,87 @@
+"""The generated exercises/: in sync with solutions/, importable, and every exercise a stub."""
+import inspect
+
+import pytest
+import torch
+
+from grader.stubs import StubError, stale_stubs, stub_source
+from grader.submission import import_module, import_package
+from helpers import ROOT
+
+
+def test_exercises_are_up_to_date_with_solutions():
+    stale = stale_stubs(ROOT / "solutions", ROOT / "exercises")
+    assert not stale, f"exercises/ is out of date for {stale}: run `grader release-stubs`"
+
+
+def test_a_marked_block_becomes_a_raise_at_its_indentation():
+    source = 'def f(x):\n    """Doc."""\n    # BEGIN SOLUTION\n    return x + 1\n    # END SOLUTION\n'
+    stub = stub_source(source)
+    assert 'raise NotImplementedError("f: your code here' in stub
+    assert '"""Doc."""' in stub and "x + 1" not in stub
+
+
+def test_a_stub_block_replaces_a_module_level_solution():
+    source = "# BEGIN SOLUTION\nA = 1\n# END SOLUTION\n# BEGIN STUB\n# A = None\n# END STUB\n"
+    assert stub_source(source) == "A = None\n"
+
+
+def test_methods_are_named_with_their_class():
+    source = "class C:\n    def m(self):\n        # BEGIN SOLUTION\n        pass\n        # END SOLUTION\n"
+    assert "C.m: your code here" in stub_source(source)
+
+
+@pytest.mark.parametrize("source", ["# BEGIN SOLUTION\nx = 1\n", "# END SOLUTION\n",
+                                    "# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION\n"])
+def test_unpaired_markers_are_errors(source):
+    with pytest.raises(StubError):
+        stub_source(source)
+
+
+@pytest.fixture(scope="module")
+def exercises():
+    return import_package(ROOT / "exercises", "exercises_under_test")
+
+
+CALLS = {
+    "attention": [lambda m: m.causal_mask(3),
+                  lambda m: m.scaled_dot_product_attention(*[torch.zeros(2, 2)] * 3),
+                  lambda m: m.MultiHeadAttention(8, 2)],
+    "positional": [lambda m: m.sinusoidal_encoding(4, 8), lambda m: m.shift_rotation(1, 8),
+                   lambda m: m.apply_rope(torch.zeros(2, 4)), lambda m: m.alibi_slopes(8),
+                   lambda m: m.alibi_bias(8, 4)],
+    "feedforward": [lambda m: m.FeedForward(8, 16)],
+    "block": [lambda m: m.TransformerBlock(8, 2, 16)],
+    "model": [lambda m: m.TinyTransformerLM(10)],
+    "trainer": [lambda m: m.lr_schedule(0, max_lr=1.0, warmup_steps=1, total_steps=2),
+                lambda m: m.param_groups(torch.nn.Linear(2, 2), 0.1),
+                lambda m: m.train(torch.nn.Linear(2, 2), [], steps=1, max_lr=1.0),
+                lambda m: m.evaluate(torch.nn.Linear(2, 2), [])],
+    "analysis": [lambda m: m.attention_entropy(torch.ones(2, 2)),
+                 lambda m: m.previous_token_score(torch.ones(2, 2)),
+                 lambda m: m.induction_score(torch.ones(3, 3), 1),
+                 lambda m: m.attention_maps(torch.nn.Linear(2, 2), torch.zeros(1, 2))],
+}
+
+
+@pytest.mark.parametrize("module", sorted(CALLS))
+def test_every_exercise_raises_not_implemented(exercises, module):
+    stubbed = import_module(exercises, module)
+    for call in CALLS[module]:
+        with pytest.raises(NotImplementedError):
+            call(stubbed)
+
+
+def test_the_quiz_stub_has_no_answers(exercises):
+    assert import_module(exercises, "quiz").ANSWERS == {f"q{i}": None for i in range(1, 7)}
+
+
+def test_stubs_keep_signatures_and_docstrings(exercises):
+    solutions = import_package(ROOT / "solutions", "solutions_under_test")
+    for module in CALLS:
+        ours, theirs = import_module(solutions, module), import_module(exercises, module)
+        for name, obj in vars(ours).items():
+            if inspect.isfunction(obj) and obj.__module__ == ours.__name__:
+                stub = getattr(theirs, name)
+                assert inspect.signature(stub) == inspect.signature(obj), name
+                assert stub.__doc__ == obj.__doc__, name
