@@ -68,7 +68,8 @@ def _release_stubs(args: argparse.Namespace) -> int:
 def _list_tests(args: argparse.Namespace) -> int:
     from .suites import all_cases
     for case in all_cases():
-        print(f"{case.component:<12} {case.points:>4g}  {case.visibility.value:<6}  {case.name}: {case.doc}")
+        kind = case.visibility.value + (" integration" if case.integration else "")
+        print(f"{case.component:<12} {case.points:>4g}  {kind:<18}  {case.name}: {case.doc}")
     return 0
 
 

@@ -40,6 +40,8 @@ class Case:
     timeout: float
     run: Callable
     doc: str
+    integration: bool = False
+    """Runs the student's whole stack (e.g. a training run): a bug anywhere may cost it."""
 
     @property
     def public(self) -> bool:
@@ -55,11 +57,13 @@ class Suite:
         self.component, self.visibility = component, visibility
         self.cases: list[Case] = []
 
-    def case(self, points: float, *, timeout: float = 8.0, **hypothesis: Any) -> Callable:
+    def case(self, points: float, *, timeout: float = 8.0, integration: bool = False,
+             **hypothesis: Any) -> Callable:
         """Register a test worth `points`; its docstring's first paragraph says what it checks.
 
         timeout bounds the whole case, hypothesis's examples included: generous for correct
-        code (tiny tensors), short enough that a hang costs seconds, not minutes. `hypothesis`
+        code (tiny tensors), short enough that a hang costs seconds, not minutes. An integration
+        case runs the student's whole stack rather than one component's own work. `hypothesis`
         overrides GRADER_SETTINGS for this case (e.g. max_examples=4 for a slow one).
         """
         def register(fn: Callable) -> Callable:
@@ -68,7 +72,8 @@ class Suite:
             if hasattr(fn, "hypothesis"):
                 fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
-            self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc))
+            self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
+                                   integration))
             return fn
         return register
 

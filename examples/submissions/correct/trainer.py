@@ -22,7 +22,7 @@ def lr_schedule(step: int, *, max_lr: float, warmup_steps: int, total_steps: int
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """(T2) AdamW groups: weight decay on matrices/embeddings (ndim >= 2), none on the rest."""
     decay, no_decay = [], []
-    for p in model.parameters():
+    for name, p in model.named_parameters():  # noqa: B007 (bugs.py's variants read `name`)
         if p.ndim >= 2:
             decay.append(p)
         else:
