@@ -1,4 +1,5 @@
-# Generated from solutions/analysis.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/analysis.py by `grader release-stubs` (stub 82186865cbde): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """Reading attention patterns: entropy, previous-token and induction scores, attention maps."""
 import torch
 from torch import nn

@@ -1,4 +1,5 @@
-# Generated from solutions/attention.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/attention.py by `grader release-stubs` (stub 2c6a2624552f): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """Scaled dot-product attention and multi-head attention."""
 import math
 

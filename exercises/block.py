@@ -1,4 +1,5 @@
-# Generated from solutions/block.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/block.py by `grader release-stubs` (stub f39a0f50bf7e): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """One Transformer block: attention and feed-forward sublayers with residuals and LayerNorm."""
 import torch
 from torch import nn

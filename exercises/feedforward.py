@@ -1,4 +1,5 @@
-# Generated from solutions/feedforward.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/feedforward.py by `grader release-stubs` (stub 863cb057d40b): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """The position-wise feed-forward network."""
 import torch
 from torch import nn

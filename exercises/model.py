@@ -1,4 +1,5 @@
-# Generated from solutions/model.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/model.py by `grader release-stubs` (stub 41eebd417486): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """A tiny decoder-only Transformer language model."""
 import torch
 from torch import nn

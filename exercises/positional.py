@@ -1,4 +1,5 @@
-# Generated from solutions/positional.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/positional.py by `grader release-stubs` (stub 494262cef103): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """Positional information: sinusoidal tables, their shift rotation, RoPE and ALiBi."""
 import math
 

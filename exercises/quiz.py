@@ -1,4 +1,5 @@
-# Generated from solutions/quiz.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/quiz.py by `grader release-stubs` (stub 43062dc7da13): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """The module quiz: one letter per question, options lettered a-d in the order the quiz lists them.
 
 q1 complexity of self-attention; q2 why scale by sqrt(d_k); q3 the role of the FFN;

@@ -1,4 +1,5 @@
-# Generated from solutions/trainer.py by `grader release-stubs`: fill in the NotImplementedError parts.
+# Generated from solutions/trainer.py by `grader release-stubs` (stub 10c1845c9f57): fill in the
+# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.
 """Training: warmup + cosine learning-rate schedule, AdamW parameter groups, the loop, evaluation."""
 import math
 from collections.abc import Iterable

@@ -4,6 +4,11 @@ Data flows one way: the judge draws inputs, the worker runs the student's code o
 judge compares and scores. A case passes only if it ran to the end without an exception;
 anything else (a failed property, the student's exception, a crash, a timeout, a bug in the
 grader) scores 0 for that case alone.
+
+Before any case, the judge imports each submission file the cases need, once and under a short
+time limit: a file that cannot be imported (missing, a SyntaxError, a hang, a flood of prints)
+gives every case of its component, and of the components that import it, the same one-line
+message at once, and is never imported again.
 """
 import importlib
 import tempfile
@@ -11,42 +16,86 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from graphlib import TopologicalSorter
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from .results import Result
 from .sandbox.client import Sandbox, StudentError, WorkerLost
-from .sandbox.protocol import SLOW_IMPORT
-from .spec import COMPONENTS, Status
+from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
+from .scoring import runs, waiting_for
+from .spec import COMPONENTS, DEPENDS, Status
+from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases
 from .suites.checks import Failed
 
 SUBMISSION_SECONDS = 300.0
+IMPORT_SECONDS = 10.0
+"""Importing one submission file: milliseconds for any sensible one (torch is imported already)."""
+TRAINS = frozenset(name for name in COMPONENTS if name == "trainer" or "trainer" in runs(name))
+"""Components whose cases run the student's trainer, which builds optimizers (see SLOW_IMPORT)."""
 
 
 class OutOfTime(RuntimeError):
     """The case ran past its time limit between calls (hypothesis still drawing or shrinking)."""
 
 
+class Unimportable(NamedTuple):
+    """A submission file that could not be imported: what its component's cases score, and why."""
+
+    status: Status
+    message: str
+
+
+class CaseOver(BaseException):
+    """A call reached a stub or a file that cannot be imported: no example can pass, so the case
+    stops now. A BaseException, so that hypothesis neither shrinks nor replays it."""
+
+    def __init__(self, error: StudentError):
+        super().__init__(str(error))
+        self.error = error
+
+
 class GuardedStudent(Student):
     """A Student that, once its worker is lost within a case, fails every further call at once,
-    so that hypothesis's replays do not hang or restart the worker again and again; and that
-    refuses new calls once the case is out of time."""
+    so that hypothesis's replays do not hang or restart the worker again and again; that ends the
+    case at the first stub or unimportable file it reaches (CaseOver); and that refuses new calls
+    once the case is out of time."""
 
     lost: WorkerLost | None = None
+    over: CaseOver | None = None
+
+    def __init__(self, sandbox: Sandbox):
+        super().__init__(sandbox)
+        self.broken: dict[str, Unimportable] = {}
 
     def request(self, message: dict) -> dict:
         if self.lost is not None:
             raise self.lost
-        if time.monotonic() > self.deadline and message.get("op") != "reset":
+        if message.get("op") == "reset":
+            return super().request(message)
+        if self.over is not None:
+            raise self.over
+        if time.monotonic() > self.deadline:
             raise OutOfTime()
         try:
             return super().request(message)
         except WorkerLost as error:
             self.lost = error
             raise
+        except StudentError as error:
+            if error.type_name == "NotImplementedError" or _module(error) in self.broken:
+                self.over = CaseOver(error)
+                raise self.over from None
+            raise
+
+
+def _module(error: StudentError) -> str:
+    """The submission module the student's error comes from ("" if none)."""
+    return error.file.removesuffix(".py")
 
 
 @dataclass
@@ -95,20 +144,33 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
+def _not_attempted(case: Case, error: StudentError) -> str:
+    """A stub's NotImplementedError: the case's own, or another component's it is waiting for."""
+    module = _module(error)
+    if not module or module == case.component:
+        return f"not attempted: {error.message}"
+    function = stub_name(error.message) or error.where.rpartition(" in ")[2]
+    return waiting_for(f"{module}.{function}")
+
+
 def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) -> Result:
     """Run one case (its time limit multiplied by timeout_scale); its result, whatever happens."""
-    torch.manual_seed(0)
-    student.lost = None
-    limit = case.timeout * timeout_scale
-    student.deadline = time.monotonic() + limit
 
     def result(status: Status, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
                       case.points, status, message)
 
+    if case.component in student.broken:  # its file cannot be imported: said once, not run
+        return result(*student.broken[case.component])
+    torch.manual_seed(0)
+    student.lost = student.over = None
+    limit = case.timeout * timeout_scale
+    student.deadline = time.monotonic() + limit
     failing = FailingCalls()
     try:
         student.sandbox.ready()
+        if case.component in TRAINS:
+            student.sandbox.request({"op": "warm"}, limit)
         student.deadline = time.monotonic() + limit  # the clock starts once a worker is ready
         with _recording(case.run, failing):
             case.run(student)
@@ -116,6 +178,8 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
         error = _unwrap(raised)
         if isinstance(error, KeyboardInterrupt):
             raise
+        if isinstance(error, CaseOver):
+            error = error.error
         if isinstance(error, OutOfTime):
             first = failing.first()
             if first is None or isinstance(first, OutOfTime):
@@ -127,8 +191,12 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
         if isinstance(error, Failed):
             return result(Status.FAILED, f"{case.doc}: {error}{on}")
         if isinstance(error, StudentError):
+            if _module(error) in student.broken:
+                return result(*student.broken[_module(error)])
             if error.type_name == "NotImplementedError":
-                return result(Status.NOT_ATTEMPTED, f"not attempted: {error.message}")
+                return result(Status.NOT_ATTEMPTED, _not_attempted(case, error))
+            if error.type_name == TOO_MUCH_OUTPUT:  # the same line for every test it costs
+                return result(Status.FAILED, f"{error.message} ({error.where})")
             return result(Status.FAILED, f"{case.doc}: your code raised {error}{on}")
         if isinstance(error, WorkerLost):  # no input shown: replays after a loss fail at once
             if error.timed_out:
@@ -146,6 +214,64 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
     return result(Status.PASSED)
 
 
+def import_order(components: tuple[str, ...]) -> list[str]:
+    """The submission modules the cases of `components` run (DEPENDS), each after those it builds on."""
+    needed = set(components).union(*map(runs, components))
+    graph = {name: DEPENDS.get(name, ()) for name in COMPONENTS}
+    return [name for name in TopologicalSorter(graph).static_order() if name in needed]
+
+
+def _blamed(error: StudentError, module: str) -> str:
+    """The submission module an import of `module` failed in: the one whose own top-level code raised
+    (or that is missing, or has a SyntaxError), else `module` (its top-level code called a function
+    that raised)."""
+    in_function = " in " in error.where and not error.where.endswith(" in <module>")
+    return module if in_function or not error.file.endswith(".py") else _module(error)
+
+
+def _import_problem(error: StudentError, file: str, submission_dir: Path) -> str:
+    """One line for the file an import failed in: missing, or the error and its line."""
+    if not (submission_dir / file).is_file():
+        return f"{file} is missing"
+    if error.file != file:
+        return f"{file}: importing it raised {error}"
+    if error.type_name == TOO_MUCH_OUTPUT:
+        return f"{file}: {error.message}"
+    at = f" at line {error.line}" if error.line else ""
+    return f"{file}: {error.type_name}{at}: {error.message}"
+
+
+def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: float = 1.0) -> None:
+    """Import each module once, in order, under a short time limit; those that fail go into
+    student.broken (with the file at fault named), and that file is blocked in every later worker."""
+    limit = IMPORT_SECONDS * timeout_scale
+    sandbox, broken = student.sandbox, student.broken
+    for module in modules:
+        try:
+            sandbox.ready()
+        except WorkerLost:
+            return  # no worker at all: every case will say so
+        try:
+            sandbox.request({"op": "import", "module": module}, limit)
+        except StudentError as error:
+            origin = _blamed(error, module)
+            if origin not in broken:
+                problem = _import_problem(error, f"{origin}.py", sandbox.submission_dir)
+                broken[origin] = Unimportable(Status.FAILED, problem)
+                sandbox.block(origin)
+            if origin != module:  # e.g. attention.py, which imports a broken positional.py
+                status, problem = broken[origin]
+                broken[module] = Unimportable(status, f"{problem} ({module}.py imports it)")
+        except WorkerLost as error:
+            if error.timed_out:
+                broken[module] = Unimportable(Status.TIMED_OUT, f"importing {module}.py did not finish "
+                                              f"within {limit:g} s (an infinite loop at import time?)")
+            else:
+                broken[module] = Unimportable(Status.CRASHED, f"importing {module}.py stopped the worker: "
+                                                              f"{error}")
+            sandbox.block(module)
+
+
 @contextmanager
 def _one_thread() -> Iterator[None]:
     """Tiny tensors gain nothing from more threads, and the worker needs the other core."""
@@ -159,23 +285,27 @@ def _one_thread() -> Iterator[None]:
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
           budget: float = SUBMISSION_SECONDS, timeout_scale: float = 1.0,
-          on_result: Callable[[Result], None] | None = None) -> list[Result]:
+          on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
     Each case's time limit is multiplied by timeout_scale (raise it on a slow machine); past
-    `budget` seconds in all, the remaining cases are not run and score 0 (timed out).
+    `budget` seconds in all, the remaining cases are not run and score 0 (timed out). `sandbox`
+    is this submission's, if the caller started it already (the CLI does, before importing torch,
+    so that the worker's start-up overlaps with its own); the judge closes it.
     """
-    cases = all_cases(public_only, components)
     with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
-        sandbox = Sandbox(submission_dir, Path(scratch))
-        sandbox.start()  # its imports overlap with ours
-        # Joined before any case runs: hypothesis parses test sources with `ast`, which on
-        # CPython 3.11 can fail (SystemError) while another thread imports.
-        importlib.import_module(SLOW_IMPORT)
-        student = GuardedStudent(sandbox)
-        results = []
+        sandbox = sandbox or Sandbox(submission_dir, Path(scratch))
         try:
+            sandbox.start()  # its imports overlap with ours
+            cases = all_cases(public_only, components)
+            if not all(case.public for case in cases):  # hidden cases run optimizers here too
+                # Joined before any case runs: hypothesis parses test sources with `ast`, which on
+                # CPython 3.11 can fail (SystemError) while another thread imports.
+                importlib.import_module(SLOW_IMPORT)
+            student = GuardedStudent(sandbox)
             stop = time.monotonic() + budget
+            import_modules(student, import_order(components), timeout_scale)
+            results = []
             for case in cases:
                 if time.monotonic() < stop:
                     results.append(run_case(case, student, timeout_scale))

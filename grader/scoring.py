@@ -1,4 +1,5 @@
 """From case results to a scorecard: per-component subtotals and 'fix X first' notes."""
+import re
 from dataclasses import dataclass, field
 
 from .results import Result
@@ -22,7 +23,35 @@ class Scorecard:
         }
 
 
-def _dependency_note(component: str, failing: set[str]) -> str:
+_WAITING = re.compile(r"^waiting for (\S+) \(still a stub\)")
+
+
+def waiting_for(function: str) -> str:
+    """The message of a test that stopped at another component's stub (function: "positional.apply_rope")."""
+    return f"waiting for {function} (still a stub)"
+
+
+def waited_for(result: Result) -> str | None:
+    """The other component's stub a not-attempted test stopped at, if that is why it did."""
+    found = _WAITING.match(result.message)
+    return found.group(1) if found and result.status is Status.NOT_ATTEMPTED else None
+
+
+def runs(component: str) -> set[str]:
+    """Every component whose code the tests of `component` run, directly or through another."""
+    found, todo = set(), list(DEPENDS.get(component, ()))
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(DEPENDS.get(name, ()))
+    return found
+
+
+def _dependency_note(result: Result, failing: set[str]) -> str:
+    component = result.component
+    if any(f"{name}.py" in result.message for name in runs(component)):
+        return ""  # the message names the file at fault already (one that cannot be imported)
     culprits = [d for d in DEPENDS.get(component, ()) if d in failing]
     if not culprits:
         return ""
@@ -35,7 +64,7 @@ def scorecard(results: list[Result]) -> Scorecard:
     failing = {r.component for r in results if r.status not in (Status.PASSED, Status.NOT_ATTEMPTED)}
     tests = [
         r if r.status is Status.PASSED
-        else Result(**{**vars(r), "message": r.message + _dependency_note(r.component, failing)})
+        else Result(**{**vars(r), "message": r.message + _dependency_note(r, failing)})
         for r in results
     ]
     components = {}

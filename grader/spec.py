@@ -7,10 +7,13 @@ COMPONENTS = ("attention", "positional", "feedforward", "block", "model", "train
 DEPENDS = {
     "attention": ("positional",),
     "block": ("attention", "feedforward"),
-    "model": ("block", "positional", "trainer"),
+    "model": ("attention", "block", "positional", "trainer"),
     "analysis": ("model",),
 }
 """What each component's tests also run of the student's code (for the 'fix X first' notes)."""
+COMPONENT_POINTS = {"attention": 20, "positional": 15, "feedforward": 8, "block": 14, "model": 15,
+                    "trainer": 15, "analysis": 8, "quiz": 5}
+"""Each component's share of the grade (public and hidden tests together; 100 in all)."""
 
 POS_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
 NORMS = ("pre", "post")

@@ -6,19 +6,30 @@ block's indentation, unless a `# BEGIN STUB` ... `# END STUB` block of commented
 follows it directly: then those lines, uncommented, stand in its place (used where a raise
 cannot, e.g. a module-level constant). Everything else (imports, signatures, docstrings,
 `super().__init__()`) is kept as it is.
+
+A stub's first line records a digest of the rest of the file as generated: release_stubs
+regenerates a stub whose text still matches it, and never overwrites one that was edited.
 """
+import hashlib
 import re
 from pathlib import Path
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 STUB_BEGIN, STUB_END = "# BEGIN STUB", "# END STUB"
-HEADER = ("# Generated from solutions/{name} by `grader release-stubs`: "
-          "fill in the NotImplementedError parts.\n")
+HEADER = "# Generated from solutions/{name} by `grader release-stubs` (stub {digest}): fill in the\n"
+NOTICE = "# NotImplementedError parts. Once you edit this file, release-stubs will not overwrite it.\n"
+_DIGEST = re.compile(r"# Generated from solutions/\S+ by `grader release-stubs` \(stub ([0-9a-f]{12})\)")
 _DEF = re.compile(r"^(\s*)(?:def|class)\s+(\w+)")
+_STUB_MESSAGE = "{where}: your code here (see the docstring)"
+_STUB_RAISED = re.compile(r"^([\w.]+): your code here")
 
 
 class StubError(ValueError):
     """A solution file whose markers do not pair up."""
+
+
+class EditedStubs(RuntimeError):
+    """Stubs that were edited since they were generated: overwriting them would destroy work."""
 
 
 def _enclosing_name(lines: list[str], index: int, indent: int) -> str:
@@ -60,20 +71,50 @@ def stub_source(source: str, filename: str = "<solution>") -> str:
             i = stub_end + 1
         else:
             where = _enclosing_name(lines, i - 1, indent)
-            message = f"{where}: your code here (see the docstring)"
+            message = _STUB_MESSAGE.format(where=where)
             out.append(" " * indent + f'raise NotImplementedError("{message}")\n')
     return "".join(out)
 
 
-def release_stubs(solutions: Path, exercises: Path) -> list[Path]:
-    """Write the stub of every solutions/*.py into exercises/; returns the files written."""
+def stub_name(message: str) -> str | None:
+    """The function a stub's NotImplementedError message names ("MultiHeadAttention.forward"), if any."""
+    found = _STUB_RAISED.match(message)
+    return found.group(1) if found else None
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def stub_file(solution: Path) -> str:
+    """The text of the exercise file for one solution file: header, notice and stub."""
+    rest = NOTICE + stub_source(solution.read_text(), str(solution))
+    return HEADER.format(name=solution.name, digest=_digest(rest)) + rest
+
+
+def is_edited(text: str) -> bool:
+    """Whether an exercise file differs from what release_stubs wrote (or it wrote none of it)."""
+    first, _, rest = text.partition("\n")
+    found = _DIGEST.match(first)
+    return not found or found.group(1) != _digest(rest)
+
+
+def release_stubs(solutions: Path, exercises: Path, force: bool = False) -> list[Path]:
+    """Write the stub of every solutions/*.py into exercises/; returns the files written.
+
+    A stub that is missing, or as generated (even from older solutions), is written; if any
+    exercise file was edited, nothing is written (EditedStubs) unless `force`.
+    """
+    stubs = {exercises / path.name: stub_file(path) for path in sorted(solutions.glob("*.py"))}
+    edited = [str(target) for target in stubs if target.is_file() and is_edited(target.read_text())]
+    if edited and not force:
+        it = "them" if len(edited) > 1 else "it"
+        raise EditedStubs(f"{', '.join(edited)}: edited after `grader release-stubs` wrote {it}, so nothing "
+                          "was written (no work is lost); --force overwrites")
     exercises.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted(solutions.glob("*.py")):
-        target = exercises / path.name
-        target.write_text(HEADER.format(name=path.name) + stub_source(path.read_text(), str(path)))
-        written.append(target)
-    return written
+    for target, text in stubs.items():
+        target.write_text(text)
+    return list(stubs)
 
 
 def stale_stubs(solutions: Path, exercises: Path) -> list[str]:
@@ -81,7 +122,5 @@ def stale_stubs(solutions: Path, exercises: Path) -> list[str]:
     return [
         path.name
         for path in sorted(solutions.glob("*.py"))
-        if not (exercises / path.name).is_file()
-        or (exercises / path.name).read_text()
-        != HEADER.format(name=path.name) + stub_source(path.read_text())
+        if not (exercises / path.name).is_file() or (exercises / path.name).read_text() != stub_file(path)
     ]

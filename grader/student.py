@@ -73,10 +73,6 @@ class Student:
         inputs = {int(k) if k.isdigit() else k: v for k, v in grads["inputs"].items()}
         return self.from_wire(reply["result"]), inputs, grads["params"]
 
-    def imports(self, module: str) -> None:
-        """Import one of the submission's files (raises StudentError if it cannot)."""
-        self.request({"op": "import", "module": module})
-
     def reset(self) -> None:
         """Forget every object the worker holds for us."""
         self.request({"op": "reset"})

@@ -1,7 +1,11 @@
 """Finding and importing a submission: a directory of docs/spec.md files, a zip of one, or a notebook.
 
 A notebook is read, never run: each code cell that starts with `%%writefile NAME.py` (the
-Colab/Jupyter idiom) or `# file: NAME.py` becomes that file; other cells are ignored.
+Colab/Jupyter idiom) or `# file: NAME.py` becomes that file, as running the notebook would write
+it (a later cell for the same file replaces it; `%%writefile -a` appends); other cells are ignored.
+
+The exercise files are looked for in the folder given (or unpacked), else in the one folder below
+it that holds the most of them (a zip of a single folder, or of a whole repository).
 
 A submission is imported as a package of its own (its files use relative imports), under a
 name that cannot clash with the reference's `solutions`. The worker does this in the sandbox;
@@ -12,6 +16,7 @@ import importlib.util
 import re
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -20,21 +25,44 @@ from .spec import COMPONENTS
 MODULES = COMPONENTS
 """A submission's files: one module per component, named after it."""
 MAX_ZIP_BYTES = 20 * 1024 * 1024
-_CELL_FILE = re.compile(r"^(?:%%writefile(?:\s+-a)?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
+SEARCH_DEPTH = 5
+"""How deep below the folder given the exercise files are looked for."""
+_CELL_FILE = re.compile(r"^(?:%%writefile(\s+(?:-a|--append))?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
 
 
 class SubmissionError(ValueError):
     """A submission that cannot be read at all (missing, empty, not a directory or zip)."""
 
 
-def _package_root(directory: Path) -> Path:
-    """The folder that holds the exercise files: the directory itself or its single subfolder."""
-    if any((directory / f"{name}.py").is_file() for name in MODULES):
+def _exercise_files(folder: Path) -> int:
+    return sum((folder / f"{name}.py").is_file() for name in MODULES)
+
+
+def _folders_below(folder: Path, depth: int) -> Iterator[Path]:
+    """Folders below `folder`, hidden ones left out; a package's subpackages too (its own code, such
+    as a grader's test suites named after the components)."""
+    for child in sorted(folder.iterdir()):
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith((".", "__")):
+            yield child
+            if depth > 1 and not (child / "__init__.py").is_file():
+                yield from _folders_below(child, depth - 1)
+
+
+def _package_root(directory: Path, shown: Path) -> Path:
+    """The folder that holds the exercise files: `directory` itself, else the one below it that holds
+    the most of them; SubmissionError, saying what it found, if none or several do."""
+    if _exercise_files(directory):
         return directory
-    subfolders = [p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))]
-    if len(subfolders) == 1:
-        return _package_root(subfolders[0])
-    raise SubmissionError(f"{directory} holds none of {', '.join(m + '.py' for m in MODULES)}")
+    below = _folders_below(directory, SEARCH_DEPTH)
+    found = {folder: n for folder in below if (n := _exercise_files(folder))}
+    if not found:
+        raise SubmissionError(f"{shown} holds none of {', '.join(m + '.py' for m in MODULES)}")
+    best = [folder for folder, n in found.items() if n == max(found.values())]
+    if len(best) > 1:
+        names = [f"{folder.relative_to(directory).as_posix()}/" for folder in best]
+        raise SubmissionError(f"{shown}: found exercise files in {', '.join(names[:-1])} and {names[-1]}: "
+                              "pass one of those folders")
+    return best[0]
 
 
 def unpack(path: Path, scratch: Path) -> Path:
@@ -43,7 +71,7 @@ def unpack(path: Path, scratch: Path) -> Path:
     if not path.exists():
         raise SubmissionError(f"no such file or directory: {path}")
     if path.is_dir():
-        return _package_root(path)
+        return _package_root(path, path)
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
             members = [m for m in archive.infolist() if not m.is_dir()]
@@ -54,14 +82,15 @@ def unpack(path: Path, scratch: Path) -> Path:
                 if not target.is_relative_to(scratch.resolve()):
                     raise SubmissionError(f"{path} has an entry outside its folder: {member.filename}")
             archive.extractall(scratch)
-        return _package_root(scratch)
+        return _package_root(scratch, path)
     if path.suffix == ".ipynb":
         return notebook_files(path, scratch)
     raise SubmissionError(f"{path} is neither a directory, a zip file nor a notebook (.ipynb)")
 
 
 def notebook_files(path: Path, scratch: Path) -> Path:
-    """Write the notebook's file cells into `scratch` (later cells for one file append)."""
+    """Write the notebook's file cells into `scratch`, with Jupyter's semantics: a cell replaces the
+    file, a `%%writefile -a` cell appends to it."""
     import nbformat
 
     try:
@@ -75,12 +104,13 @@ def notebook_files(path: Path, scratch: Path) -> Path:
         first, _, body = cell.source.partition("\n")
         match = _CELL_FILE.match(first.strip())
         if match:
-            files[match.group(1)] = files.get(match.group(1), "") + body + "\n"
+            append, name = match.groups()
+            files[name] = (files.get(name, "") if append else "") + body + "\n"
     if not files:
         raise SubmissionError(f"{path} has no cell starting with `%%writefile NAME.py` or `# file: NAME.py`")
     for name, source in files.items():
         (scratch / name).write_text(source)
-    return _package_root(scratch)
+    return _package_root(scratch, path)
 
 
 def import_package(directory: Path, name: str = "submission") -> ModuleType:

@@ -153,6 +153,14 @@ BUGS: list[Bug] = [
         new="rotor = torch.polar(torch.ones_like(angles), -angles)",
         description="apply_rope rotates by -a instead of +a (the sin terms have the wrong sign).",
         keywords=("rope", "angle", "sign")),
+    Bug("rope_float32_frequencies", "positional", "positional.py",
+        old=("    angles = torch.outer(positions.to(device=x.device, dtype=torch.float64),\n"
+             "                         _inv_freq(d, base, device=x.device))\n"),
+        new=("    angles = torch.outer(positions.to(device=x.device, dtype=torch.float32),\n"
+             "                         _inv_freq(d, base, device=x.device).float())\n"),
+        description="apply_rope computes its frequencies, angles, cos and sin in float32 even for float64 "
+                    "inputs (the contract says: compute in the inputs' dtype).",
+        keywords=("float32", "dtype")),
     Bug("alibi_slopes_not_press", "positional", "positional.py",
         old=("    p = 1 << (n_heads.bit_length() - 1)  # largest power of two <= n_heads\n"
              "    slopes = _geometric_slopes(p)\n"

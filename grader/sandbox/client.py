@@ -31,11 +31,16 @@ class WorkerLost(RuntimeError):
 
 
 class StudentError(Exception):
-    """The student's code raised: type, message and where in their files."""
+    """The student's code raised: type, message and where in their files.
 
-    def __init__(self, type_name: str, message: str, where: str = ""):
+    file and line say which of their files it comes from: the deepest frame in the submission, the
+    file a SyntaxError is in, or the submission module an import could not find ("" if none).
+    """
+
+    def __init__(self, type_name: str, message: str, where: str = "", file: str = "", line: int = 0):
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message, self.where = type_name, message, where
+        self.file, self.line = file, line
 
     def __str__(self) -> str:
         text = f"{self.type_name}: {self.message}" if self.message else self.type_name
@@ -50,9 +55,9 @@ def _limit_child() -> None:
 
 
 class Worker:
-    """One worker process serving one submission directory."""
+    """One worker process serving one submission directory (never importing its `blocked` modules)."""
 
-    def __init__(self, submission_dir: Path, scratch: Path):
+    def __init__(self, submission_dir: Path, scratch: Path, blocked: frozenset[str] = frozenset()):
         request_read, self._request = os.pipe()
         self._reply, reply_write = os.pipe()
         log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=scratch)
@@ -70,7 +75,7 @@ class Worker:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "grader.sandbox.worker", str(request_read), str(reply_write),
-                 str(Path(submission_dir).resolve())],
+                 str(Path(submission_dir).resolve()), ",".join(sorted(blocked))],
                 pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=scratch, env=env, start_new_session=True,
                 preexec_fn=_limit_child,
@@ -94,7 +99,8 @@ class Worker:
             raise WorkerLost(self._death_reason(error)) from None
         if "error" in reply:
             error = reply["error"]
-            raise StudentError(str(error.get("type")), str(error.get("message")), str(error.get("where")))
+            raise StudentError(str(error.get("type")), str(error.get("message")), str(error.get("where")),
+                               str(error.get("file", "")), int(error.get("line") or 0))
         return reply["ok"]
 
     def wait_ready(self) -> None:
@@ -135,11 +141,18 @@ class Sandbox:
     def __init__(self, submission_dir: Path, scratch: Path):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
         self.worker: Worker | None = None
+        self.blocked: frozenset[str] = frozenset()
 
     def start(self) -> None:
         """Start a worker now, so that its imports overlap the judge's own work."""
         if self.worker is None:
-            self.worker = Worker(self.submission_dir, self.scratch)
+            self.worker = Worker(self.submission_dir, self.scratch, self.blocked)
+
+    def block(self, module: str) -> None:
+        """Never import this submission module again: importing it fails at once, in a new worker
+        (it may have hung or flooded; the worker that tried it may hold half of it)."""
+        self.blocked |= {module}
+        self.close()
 
     def ready(self) -> None:
         """Start a worker if none is running and wait until it can take calls."""

@@ -1,12 +1,17 @@
 """The untrusted side: a fresh interpreter that imports the submission and runs calls for the judge.
 
-Started as `python -m grader.sandbox.worker REQUEST_FD REPLY_FD SUBMISSION_DIR`. It imports
-nothing of the reference or the tests (the `solutions` package is blocked outright), executes
-each request on the student's code and answers with data only (see protocol.py). A request
-names its target as "module.attr" inside the submission, as a method of an object it holds
-(a handle), or as one of a few torch builders the tests use for fixtures (FIXTURES).
+Started as `python -m grader.sandbox.worker REQUEST_FD REPLY_FD SUBMISSION_DIR [BLOCKED]`. It imports
+nothing of the reference or the tests (the `solutions` package is blocked outright, and so are the
+submission modules named in BLOCKED, comma-separated), executes each request on the student's code
+and answers with data only (see protocol.py). A request names its target as "module.attr" inside
+the submission, as a method of an object it holds (a handle), or as one of a few torch builders the
+tests use for fixtures (FIXTURES). What docs/spec.md forbids in the exercises (FORBIDDEN) is replaced,
+before the submission is imported, by stand-ins that raise.
 """
+import errno
 import importlib
+import os
+import resource
 import sys
 import threading
 import traceback
@@ -17,7 +22,7 @@ import numpy as np
 import torch
 
 from ..submission import import_module, import_package
-from .protocol import SLOW_IMPORT, Handle, ProtocolError, receive, send
+from .protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": torch.manual_seed,
@@ -28,14 +33,63 @@ FIXTURES = {
     "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
+FORBIDDEN = ("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
+             "torch.nn.Transformer")
+"""What no exercise may use (docs/spec.md, "Conventions"): it is what the exercises build. Each is a
+name prefix: torch.nn.Transformer covers TransformerEncoder, TransformerDecoderLayer and the rest."""
+_FORBIDDEN_IN = ("torch.nn", "torch.nn.functional", "torch.nn.modules", "torch.nn.modules.activation",
+                 "torch.nn.modules.transformer", "torch._C._nn")
+"""Where they can be looked up from: every alias in these modules is replaced."""
 
 
-class _BlockReference:
-    """A meta-path finder that refuses to import the reference solutions in the worker."""
+class Forbidden(RuntimeError):
+    """The student's code used what docs/spec.md forbids in the exercises."""
+
+
+def _stand_in(name: str, original: Any) -> Any:
+    """A replacement for `original` (a function or an nn.Module class) that raises Forbidden when
+    called or built. It keeps no reference to the original."""
+    message = f"docs/spec.md forbids {name} in the exercises: it is what you are building"
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise Forbidden(message)
+
+    if isinstance(original, type):  # still a class: subclassing it or isinstance() keep working
+        return type(original.__name__, (torch.nn.Module,), {"__init__": refuse, "__doc__": message})
+    refuse.__name__ = refuse.__qualname__ = original.__name__
+    return refuse
+
+
+def forbid_what_the_contract_forbids() -> None:
+    """Replace every alias of FORBIDDEN in _FORBIDDEN_IN, so that the submission's imports and
+    look-ups (`from torch.nn.functional import scaled_dot_product_attention` too) get a stand-in."""
+    stand_ins = {}
+    for prefix in FORBIDDEN:
+        path, _, start = prefix.rpartition(".")
+        module = importlib.import_module(path)
+        for name in dir(module):
+            if name.startswith(start):
+                original = getattr(module, name)
+                stand_ins[id(original)] = _stand_in(f"{path}.{name}", original)
+    for module in map(importlib.import_module, _FORBIDDEN_IN):
+        for attr, value in list(vars(module).items()):
+            if id(value) in stand_ins:
+                setattr(module, attr, stand_ins[id(value)])
+
+
+class _Refuse:
+    """A meta-path finder that refuses the reference solutions, and the submission's `blocked`
+    modules (found broken by the judge: they fail at once instead of hanging or flooding again)."""
+
+    def __init__(self, blocked: list[str]):
+        self.blocked = {f"{PACKAGE}.{module}" for module in blocked}
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "solutions" or name.startswith("solutions."):
             raise ImportError("the reference solutions cannot be imported during grading")
+        if name in self.blocked:
+            raise ModuleNotFoundError(f"{name.partition('.')[2]}.py could not be imported (see its message)",
+                                      name=name)
         return None
 
 
@@ -46,6 +100,7 @@ class Session:
         self.submission_dir = submission_dir.resolve()
         self.package = import_package(submission_dir, PACKAGE)
         self.objects: dict[int, Any] = {}
+        self.warmed = False
 
     # -- values in and out -------------------------------------------------------------
     def to_torch(self, value: Any) -> Any:
@@ -132,28 +187,51 @@ class Session:
             self.objects.clear()
             torch.manual_seed(0)
             return {}
+        if op == "warm":  # cases that build optimizers come next: import what the first one needs, meanwhile
+            if not self.warmed:
+                threading.Thread(target=importlib.import_module, args=(SLOW_IMPORT,), daemon=True).start()
+                self.warmed = True
+            return {}
         raise ValueError(f"unknown op {op!r}")
 
     def describe(self, error: BaseException) -> dict:
         """The error as the student should see it: type, message, and where in their files."""
-        where = ""
+        where, file, line = "", "", 0
         for frame in traceback.extract_tb(error.__traceback__):
             path = Path(frame.filename)
             if path.is_relative_to(self.submission_dir):
-                where = f"{path.name}, line {frame.lineno}, in {frame.name}"
-        if isinstance(error, SyntaxError) and error.filename:
-            where = f"{Path(error.filename).name}, line {error.lineno}"
-        return {"type": type(error).__name__, "message": str(error)[:1000], "where": where}
+                file, line = path.name, frame.lineno
+                where = f"{file}, line {line}, in {frame.name}"
+        # As the student sees their files: by name, not as the grader's package in a scratch folder
+        message = str(error).replace(f"{self.submission_dir}/", "").replace(f"'{PACKAGE}.", "'")
+        if isinstance(error, SyntaxError) and error.filename:  # str() would repeat the location
+            file, line, message = Path(error.filename).name, error.lineno or 0, error.msg
+            where = f"{file}, line {line}"
+        if isinstance(error, ModuleNotFoundError) and (error.name or "").startswith(f"{PACKAGE}."):
+            file, line = f"{error.name.split('.')[1]}.py", 0  # the submission file missing (or blocked)
+        type_name = type(error).__name__
+        if isinstance(error, OSError) and error.errno == errno.EFBIG:  # the log's RLIMIT_FSIZE
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0] >> 20
+            type_name = TOO_MUCH_OUTPUT
+            message = f"your code printed more than {limit} MiB: remove the prints"
+        return {"type": type_name, "message": message[:1000], "where": where, "file": file, "line": line}
+
+
+def _empty_log() -> None:
+    """Empty the capped log (stdout and stderr), so that one flood does not fail every later call."""
+    os.ftruncate(1, 0)
+    os.lseek(1, 0, os.SEEK_SET)
 
 
 def main(argv: list[str]) -> None:
     request_fd, reply_fd, submission_dir = int(argv[0]), int(argv[1]), Path(argv[2])
-    sys.meta_path.insert(0, _BlockReference())
+    blocked = argv[3].split(",") if len(argv) > 3 and argv[3] else []
+    sys.meta_path.insert(0, _Refuse(blocked))
+    forbid_what_the_contract_forbids()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sys.dont_write_bytecode = True
     session = Session(submission_dir)
-    threading.Thread(target=importlib.import_module, args=(SLOW_IMPORT,), daemon=True).start()
     send(reply_fd, {"ready": True})
     while True:
         try:
@@ -164,6 +242,8 @@ def main(argv: list[str]) -> None:
             reply = {"ok": session.handle(request)}
         except BaseException as error:  # noqa: BLE001 - SystemExit too: it costs one call, not the worker
             reply = {"error": session.describe(error)}
+            if reply["error"]["type"] == TOO_MUCH_OUTPUT:
+                _empty_log()
         try:
             send(reply_fd, reply)
         except (TypeError, ValueError, ProtocolError) as error:

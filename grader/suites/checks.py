@@ -1,12 +1,28 @@
-"""What a test asserts, phrased for the student: expect(), expect_close() and their messages."""
+"""What a test asserts, phrased for the student: expect(), expect_close() and their messages.
+
+A message says only what happened: NaN is reported as NaN (never as a wrong sign or sum), a
+mistake is named only when the submission's value matches it, and a float64 comparison that
+misses by float32 rounding says so instead of suggesting a wrong formula."""
 from collections.abc import Callable, Mapping
 
 import torch
 
 from ..sandbox.client import StudentError
+from ..spec import GRADIENT_TOLERANCE, Tolerance
 
 Diagnoses = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]]
 """Mistake sentence -> what a submission with that mistake returns (or a function building that)."""
+
+MATCH_FACTOR = 10
+"""A diagnosis is named when the value is within this times the comparison's tolerance of it, at
+most half as far from it as from the expected value, and the diagnosis itself differs from the
+expected value (a mistake that does not change the value here explains nothing). Of several, the
+nearest is named, with any other that is about as near."""
+FLOAT32_ROUNDING = 1e-5
+"""Largest difference, relative to the expected value's largest entry, that float32 rounding
+explains: float32 keeps 7 digits and the tests' computations lose one or two (measured: 6e-8 to
+3e-7); classic mistakes move values by 1e-3 or more, a few (GELU's tanh approximation) by 4e-5."""
+GRAPH_CUT = ".detach(), .item(), numpy or .data"
 
 
 class Failed(AssertionError):
@@ -25,44 +41,128 @@ def shape_of(value: object) -> str:
     return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
-def expect_tensor(actual: object, shape: tuple, what: str) -> torch.Tensor:
-    """actual must be a tensor of this shape."""
+def expect_finite(value: torch.Tensor, what: str, hint: str = "") -> None:
+    """Every entry of value is finite; else name the first NaN or inf and how many there are.
+
+    Use it before checks of signs, sums or order, which NaN fails with a misleading message."""
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        index = tuple(bad.nonzero()[0].tolist())
+        raise Failed(f"{what} is {value[index].item()} at index {index} ({int(bad.sum())} of {value.numel()} "
+                     "entries are NaN or inf), expected finite values" + (f" — {hint}" if hint else ""))
+
+
+def expect_tensor(actual: object, shape: tuple, what: str, *, finite: bool = False) -> torch.Tensor:
+    """actual must be a tensor of this shape (and, with finite, hold no NaN or inf)."""
     expect(isinstance(actual, torch.Tensor), f"{what} should be a tensor, got {type(actual).__name__}")
     expect(tuple(actual.shape) == tuple(shape),
            f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}")
+    if finite and actual.is_floating_point():
+        expect_finite(actual, what)
     return actual
 
 
-def _close(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
-    return actual.shape == expected.shape and torch.allclose(
+def close(actual: object, expected: torch.Tensor, atol: float, rtol: float) -> bool:
+    """actual is a tensor of expected's shape, allclose to it in float64 (NaN is never close)."""
+    return isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.allclose(
         actual.to(torch.float64), expected.to(torch.float64), atol=atol, rtol=rtol, equal_nan=False)
 
 
+def _difference(actual: torch.Tensor, expected: torch.Tensor, what: str) -> tuple[str, float]:
+    """'what differs from the expected value by D (max abs, at index I)' and D relative to the
+    expected value's largest entry (inf where that is 0)."""
+    diff = (actual.to(torch.float64) - expected.to(torch.float64)).abs()
+    worst = tuple(diff.argmax().item() // s % n for s, n in _strides(diff.shape))
+    scale = expected.to(torch.float64).abs().max().item() if expected.numel() else 0.0
+    largest = diff.max().item()
+    relative = largest / scale if scale > 0 else float("inf")
+    return f"{what} differs from the expected value by {largest:.3g} (max abs, at index {worst})", relative
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.to(torch.float64) - b.to(torch.float64)).abs().max().item()
+
+
+def _named(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
+           diagnoses: Diagnoses | None) -> str | None:
+    """The diagnoses that explain actual (see MATCH_FACTOR), as one clause; None if none does."""
+    if callable(diagnoses):
+        diagnoses = diagnoses()
+    miss = _distance(actual, expected)
+    matches = sorted((_distance(actual, variant), sentence) for sentence, variant in (diagnoses or {}).items()
+                     if close(actual, variant, atol * MATCH_FACTOR, rtol * MATCH_FACTOR)
+                     and not close(variant, expected, atol, rtol))
+    matches = [(d, sentence) for d, sentence in matches if 2 * d <= miss]
+    if not matches:
+        return None
+    nearest = matches[0][0]
+    return ", or when ".join(sentence for d, sentence in matches if d <= 2 * nearest + atol)
+
+
+def _explained(actual: torch.Tensor, expected: torch.Tensor, what: str, atol: float, rtol: float,
+               diagnoses: Diagnoses | None, float64: bool) -> str | None:
+    """The failure message when a diagnosis (or, for a float64 comparison, float32 rounding)
+    explains the miss; None when nothing does."""
+    message, relative = _difference(actual, expected, what)
+    named = _named(actual, expected, atol, rtol, diagnoses)
+    if named is not None:
+        return f"{message}: it matches what you get when {named}"
+    if float64 and relative <= FLOAT32_ROUNDING:
+        return (f"{message}, {relative:.1g} of its largest entry: the size of float32 rounding. Is part of "
+                "the computation done in float32 (a .float(), a float32 table, or a tensor created without "
+                "dtype= such as torch.arange(...) / d or torch.tensor(...))? With float64 inputs, compute in "
+                "float64")
+    return None
+
+
+def _unexplained(actual: torch.Tensor, expected: torch.Tensor, what: str, hint: str) -> str:
+    return _difference(actual, expected, what)[0] + (f" — {hint}" if hint else "")
+
+
 def expect_close(actual: object, expected: torch.Tensor, what: str, *, atol: float = 1e-6,
-                 rtol: float = 1e-5, hint: str = "",
-                 diagnoses: Diagnoses | None = None) -> None:
+                 rtol: float = 1e-5, hint: str = "", diagnoses: Diagnoses | None = None,
+                 float64: bool = False) -> None:
     """actual ≈ expected; else say by how much, and which classic mistake it matches, if any.
 
     diagnoses maps a sentence ("the scores are not divided by sqrt(d_k)") to what a submission
-    with that mistake returns; a match is named in the message instead of the generic hint.
-    Pass a function returning that mapping to build the variants only when the check fails.
+    with that mistake returns; a match is named in the message instead of the generic hint (a
+    mistake whose value is the expected one here is never named). Pass a function returning
+    that mapping to build the variants only when the check fails. float64: the comparison is
+    meant to be float64 throughout, so a miss of float32 rounding's size is named as such.
     """
     actual = expect_tensor(actual, expected.shape, what)
-    if not torch.isfinite(actual).all() and torch.isfinite(expected).all():
-        bad = (~torch.isfinite(actual)).nonzero()[0].tolist()
-        raise Failed(f"{what} contains NaN or inf (first at index {tuple(bad)}), expected finite values"
-                     + (f" — {hint}" if hint else ""))
-    if _close(actual, expected, atol, rtol):
+    if torch.isfinite(expected).all():
+        expect_finite(actual, what, hint)
+    if not close(actual, expected, atol, rtol):
+        raise Failed(_explained(actual, expected, what, atol, rtol, diagnoses, float64)
+                     or _unexplained(actual, expected, what, hint))
+
+
+def expect_grad_close(actual: object, expected: torch.Tensor, what: str, *,
+                      tolerance: Tolerance = GRADIENT_TOLERANCE, hint: str = "",
+                      diagnoses: Diagnoses | None = None) -> None:
+    """A float64 gradient ≈ expected (as expect_close with float64=True); a miss that no diagnosis
+    explains says which of three things happened: no gradient (None, or 0 where the expected one
+    is not: the graph is cut, or the formula ignores the input), a float32-rounding-sized
+    difference, or another difference (the hint)."""
+    expect(actual is not None,
+           f"{what} is missing: no gradient reaches it. Is the graph cut ({GRAPH_CUT}), or is it unused?")
+    actual = expect_tensor(actual, expected.shape, what)
+    expect_finite(actual, what)
+    atol, rtol = tolerance
+    if close(actual, expected, atol, rtol):
         return
-    diff = (actual.to(torch.float64) - expected.to(torch.float64)).abs()
-    worst = tuple(diff.argmax().item() // s % n for s, n in _strides(diff.shape))
-    message = f"{what} differs from the expected value by {diff.max().item():.3g} (max abs, at index {worst})"
-    if callable(diagnoses):
-        diagnoses = diagnoses()
-    for sentence, variant in (diagnoses or {}).items():
-        if variant.shape == actual.shape and _close(actual, variant, atol * 10, rtol * 10):
-            raise Failed(f"{message}: it matches what you get when {sentence}")
-    raise Failed(message + (f" — {hint}" if hint else ""))
+    explained = _explained(actual, expected, what, atol, rtol, diagnoses, float64=True)
+    if explained is not None:
+        raise Failed(explained)
+    cut = (actual == 0) & ((actual.to(torch.float64) - expected).abs() > atol + rtol * expected.abs())
+    if cut.any():
+        index = tuple(cut.nonzero()[0].tolist())
+        raise Failed(f"{what} is 0 at index {index} where {expected[index].item():.3g} is expected "
+                     f"({int(cut.sum())} of {actual.numel()} entries): no gradient reaches them. Is the "
+                     f"graph cut there ({GRAPH_CUT}), or does the output not depend on them (a formula the "
+                     "value tests would reject)?")
+    raise Failed(_unexplained(actual, expected, what, hint))
 
 
 def _strides(shape: torch.Size) -> list[tuple[int, int]]:

@@ -5,10 +5,22 @@ import pytest
 from grader.judge import judge
 from grader.scoring import scorecard
 from grader.spec import Status
+from grader.suites import all_cases
 from helpers import EXAMPLES, load_bugs
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 bugs = load_bugs()
+HIDDEN_ONLY = {
+    "quiz_wrong_answer": "the public quiz test checks the format only: checking a letter would reveal it",
+    "rope_float32_frequencies": "one rule, one test: the hidden rope_computes_in_input_dtype fails RoPE "
+                                "computed in float32; every value test accepts float32 frequencies "
+                                "(docs/spec.md, Tolerances)",
+}
+"""The bugs that only the hidden tests catch, and why; every other bug loses public points too."""
+
+
+def test_hidden_only_bugs_exist():
+    assert all(name in bugs.BY_NAME and not bugs.BY_NAME[name].crash for name in HIDDEN_ONLY)
 
 
 def test_the_correct_alternative_gets_full_marks():
@@ -23,6 +35,10 @@ def test_each_bug_loses_points_in_its_component_and_says_why(bug, tmp_path):
     results = judge(submission, components=(bug.component,))
     lost = [r for r in results if r.status is not Status.PASSED]
     assert lost, f"{bug.name}: no {bug.component} test failed ({bug.description})"
+    public = {r.name for r in lost} & {c.name for c in all_cases(True, (bug.component,))}
+    assert bool(public) != (bug.name in HIDDEN_ONLY), (
+        f"{bug.name}: public tests lost {sorted(public) or 'none'}; HIDDEN_ONLY must list exactly the bugs "
+        "that only hidden tests catch")
     messages = " ".join(r.message.lower() for r in lost)
     assert any(word in messages for word in bug.keywords), (
         f"{bug.name}: no message mentions {bug.keywords}:\n" + "\n".join(r.message for r in lost))

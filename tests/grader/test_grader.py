@@ -14,7 +14,7 @@ from grader.judge import GuardedStudent, judge, run_case
 from grader.results import Result
 from grader.sandbox.client import Sandbox
 from grader.scoring import scorecard
-from grader.spec import COMPONENTS, Status, Visibility
+from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
 from grader.suites import Case, Suite, all_cases
 from grader.suites.checks import expect
 from helpers import ROOT
@@ -27,8 +27,8 @@ def as_case(fn: Callable, timeout: float = 30.0) -> Case:
     return suite.cases[0]
 
 
-def run_on_solutions(case: Case, tmp_path) -> Result:
-    sandbox = Sandbox(ROOT / "solutions", tmp_path)
+def run_on_solutions(case: Case, tmp_path, submission: str = "solutions") -> Result:
+    sandbox = Sandbox(ROOT / submission, tmp_path)
     try:
         return run_case(case, GuardedStudent(sandbox))
     finally:
@@ -42,8 +42,10 @@ def reference_card():
 
 def test_points_total_100_over_every_component():
     cases = all_cases()
-    assert sum(c.points for c in cases) == 100
-    assert {c.component for c in cases} == set(COMPONENTS)
+    assert sum(c.points for c in cases) == sum(COMPONENT_POINTS.values()) == 100
+    for component in COMPONENTS:
+        points = sum(c.points for c in cases if c.component == component)
+        assert points == COMPONENT_POINTS[component], component
     assert len({c.name for c in cases}) == len(cases), "test names must be unique"
 
 
@@ -124,6 +126,33 @@ def test_the_judge_gives_back_torchs_thread_count():
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.sandbox
+def test_a_stub_ends_its_case_at_the_first_call(tmp_path):
+    """No shrinking, no replays: a NotImplementedError cannot become a pass. The stub is attention's, the
+    case is quiz's: the message names the function the case waits for."""
+    calls = []
+
+    @given(n=st.integers(0, 50))
+    def reaches_a_stub(student, n):
+        """a test that reaches a stub"""
+        calls.append(n)
+        student.call("attention.causal_mask", n)
+
+    result = run_on_solutions(as_case(reaches_a_stub), tmp_path, submission="exercises")
+    assert result.status is Status.NOT_ATTEMPTED and result.score == 0
+    assert result.message == "waiting for attention.causal_mask (still a stub)"
+    assert len(calls) == 1
+
+
+@pytest.mark.sandbox
+def test_check_says_how_much_of_the_grade_it_covers(capsys):
+    assert main(["check", str(ROOT / "solutions"), "--only", "quiz"]) == 0
+    public = sum(case.points for case in all_cases(public_only=True, components=("quiz",)))
+    grade = sum(case.points for case in all_cases())
+    assert (f"public tests: {public:g} of {grade:g} points; hidden tests run when your work is graded"
+            in capsys.readouterr().out.splitlines())
 
 
 @pytest.mark.sandbox

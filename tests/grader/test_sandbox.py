@@ -1,4 +1,5 @@
-"""The sandbox boundary: data-only messages, and workers that hang, exit, flood or misbehave."""
+"""The sandbox boundary: data-only messages, and workers that hang, exit, flood or misbehave; what the
+contract forbids is refused, and blocked modules are never imported."""
 import io
 import os
 import struct
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost
-from grader.sandbox.protocol import MAX_BYTES, Handle, ProtocolError, decode, encode, receive
+from grader.sandbox.protocol import MAX_BYTES, TOO_MUCH_OUTPUT, Handle, ProtocolError, decode, encode, receive
 
 
 def test_round_trip_keeps_structure_and_dtypes():
@@ -49,6 +50,8 @@ MISBEHAVING = {
     "quiz.py": "ANSWERS = {}\n",
     "attention.py": textwrap.dedent("""\
         import os, subprocess, sys, time
+        import torch
+        from torch.nn.functional import scaled_dot_product_attention
         def hang():
             while True: pass
         def hang_with_child():
@@ -63,6 +66,16 @@ MISBEHAVING = {
         def cheat():
             import solutions.attention
         def pid(): return os.getpid()
+        qkv = [torch.zeros(1, 2, 2)] * 3
+        def imported_sdpa(): return scaled_dot_product_attention(*qkv)
+        def functional_sdpa(): return torch.nn.functional.scaled_dot_product_attention(*qkv)
+        def torch_mha(): return torch.nn.MultiheadAttention(4, 2)
+        def subclassed_mha():
+            class Mine(torch.nn.modules.activation.MultiheadAttention): pass
+            return Mine(4, 2)
+        def encoder_layer(): return torch.nn.modules.transformer.TransformerEncoderLayer(4, 2)
+        def transformer(): return torch.nn.Transformer(4, 2)
+        def allowed(): return torch.nn.Linear(2, 2)(torch.ones(2)).shape[0]
         """),
     "analysis.py": "def broken(:\n",
 }
@@ -133,18 +146,55 @@ def test_system_exit_is_an_error_of_the_call_not_the_worker(sandbox):
 
 
 @pytest.mark.sandbox
-def test_a_print_flood_is_capped_and_does_not_reach_the_judge(sandbox, capfd):
-    with pytest.raises(StudentError, match="File too large|OSError"):
+def test_a_print_flood_is_capped_and_said_plainly_and_does_not_reach_the_judge(sandbox, capfd):
+    with pytest.raises(StudentError) as flood:
         call(sandbox, "attention.flood", timeout=60)
+    assert flood.value.type_name == TOO_MUCH_OUTPUT
+    assert flood.value.message == "your code printed more than 8 MiB: remove the prints"
+    assert "attention.py, line" in flood.value.where
     assert sandbox.worker.log_path.stat().st_size <= 8 * 1024 * 1024
     assert "xxxx" not in capfd.readouterr().out
+    assert call(sandbox, "attention.fine", 1) == 2, "the log is emptied: later calls may print again"
 
 
 @pytest.mark.sandbox
-def test_a_syntax_error_names_the_file_and_line(sandbox):
+def test_a_syntax_error_names_the_file_and_line_once(sandbox):
     with pytest.raises(StudentError) as error:
         call(sandbox, "analysis.broken")
-    assert error.value.type_name == "SyntaxError" and "analysis.py, line 1" in error.value.where
+    assert error.value.type_name == "SyntaxError" and error.value.where == "analysis.py, line 1"
+    assert (error.value.file, error.value.line) == ("analysis.py", 1)
+    assert str(error.value).count("line 1") == 1
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("target, name", [
+    ("imported_sdpa", "torch.nn.functional.scaled_dot_product_attention"),
+    ("functional_sdpa", "torch.nn.functional.scaled_dot_product_attention"),
+    ("torch_mha", "torch.nn.MultiheadAttention"),
+    ("subclassed_mha", "torch.nn.MultiheadAttention"),
+    ("encoder_layer", "torch.nn.TransformerEncoderLayer"),
+    ("transformer", "torch.nn.Transformer"),
+])
+def test_what_the_contract_forbids_raises_naming_the_rule(sandbox, target, name):
+    """Looked up at import time (`from torch.nn.functional import ...`) or at the call, by any alias."""
+    with pytest.raises(StudentError) as error:
+        call(sandbox, f"attention.{target}")
+    assert error.value.message == f"docs/spec.md forbids {name} in the exercises: it is what you are building"
+    assert error.value.file == "attention.py"
+    assert call(sandbox, "attention.allowed") == 2
+
+
+@pytest.mark.sandbox
+def test_a_blocked_module_is_never_imported_again(sandbox):
+    """Importing it fails at once, naming it (analysis.py, run, would raise SyntaxError); the worker that
+    tried it is replaced."""
+    call(sandbox, "attention.fine", 1)
+    sandbox.block("analysis")
+    assert sandbox.worker is None
+    with pytest.raises(StudentError) as error:
+        call(sandbox, "analysis.broken", timeout=30)
+    assert error.value.type_name == "ModuleNotFoundError" and error.value.file == "analysis.py"
+    assert call(sandbox, "attention.fine", 1) == 2
 
 
 @pytest.mark.sandbox

@@ -4,7 +4,8 @@ import inspect
 import pytest
 import torch
 
-from grader.stubs import StubError, stale_stubs, stub_source
+from grader.cli import main
+from grader.stubs import EditedStubs, StubError, release_stubs, stale_stubs, stub_source
 from grader.submission import import_module, import_package
 from helpers import ROOT
 
@@ -36,6 +37,52 @@ def test_methods_are_named_with_their_class():
 def test_unpaired_markers_are_errors(source):
     with pytest.raises(StubError):
         stub_source(source)
+
+
+SOLUTION = 'def f(x):\n    """{}"""\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION\n'
+"""A solution file; its docstring (kept in the stub) is the argument."""
+
+
+@pytest.fixture
+def released(tmp_path):
+    """solutions/a.py and b.py, and the exercises/ release-stubs wrote from them."""
+    solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
+    solutions.mkdir()
+    for name in ("a", "b"):
+        (solutions / f"{name}.py").write_text(SOLUTION.format("One."))
+    release_stubs(solutions, exercises)
+    return solutions, exercises
+
+
+def test_release_stubs_never_overwrites_an_edited_stub(released, capsys):
+    solutions, exercises = released
+    (solutions / "b.py").write_text(SOLUTION.format("Two."))  # b's stub is stale now, and unedited
+    work = (exercises / "a.py").read_text().replace("raise NotImplementedError(", "return x  # (")
+    (exercises / "a.py").write_text(work)
+    with pytest.raises(EditedStubs, match="a.py: edited after"):
+        release_stubs(solutions, exercises)
+    assert main(["release-stubs", "--solutions", str(solutions), "--out", str(exercises)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert (exercises / "a.py").read_text() == work, "the student's work is kept"
+    assert stale_stubs(solutions, exercises) == ["a.py", "b.py"], "and nothing else was written either"
+
+    release_stubs(solutions, exercises, force=True)
+    assert stale_stubs(solutions, exercises) == []
+
+
+def test_release_stubs_regenerates_a_stale_unedited_stub(released):
+    solutions, exercises = released
+    (solutions / "b.py").write_text(SOLUTION.format("Two."))
+    assert stale_stubs(solutions, exercises) == ["b.py"]
+    release_stubs(solutions, exercises)
+    assert stale_stubs(solutions, exercises) == [] and "Two." in (exercises / "b.py").read_text()
+
+
+def test_an_exercise_file_without_the_generated_header_counts_as_edited(released):
+    solutions, exercises = released
+    (exercises / "a.py").write_text("def f(x):\n    return x + 1\n")
+    with pytest.raises(EditedStubs):
+        release_stubs(solutions, exercises)
 
 
 @pytest.fixture(scope="module")

@@ -56,3 +56,58 @@ def test_unreadable_submissions_get_a_clear_error(tmp_path: Path, name, content)
         path.write_text(content)
     with pytest.raises(SubmissionError):
         unpack(path, tmp_path)
+
+
+def _zip(archive: Path, files: dict[str, str]) -> Path:
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return archive
+
+
+EXERCISES = {f"{name}.py": f"# {name}\n" for name in ("attention", "positional", "quiz")}
+
+
+def test_a_zip_of_a_repository_grades_its_one_exercise_folder(tmp_path: Path):
+    """The student release zipped whole: exercises/ beside the grader's own suites (named after the
+    components, inside a package) and a package with one file named like a component."""
+    files = {f"lab-main/exercises/{name}": text for name, text in EXERCISES.items()}
+    for name in ("exercises/__init__.py", "grader/__init__.py", "grader/suites/__init__.py",
+                 "grader/suites/public/attention.py", "experiments/__init__.py", "experiments/positional.py"):
+        files[f"lab-main/{name}"] = "x = 1\n"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    found = unpack(_zip(tmp_path / "lab.zip", files), scratch)
+    assert found == scratch / "lab-main" / "exercises"
+
+
+def test_a_zip_with_several_exercise_folders_says_what_it_found(tmp_path: Path):
+    files = {f"lab/{folder}/{name}": text for folder in ("exercises", "solutions")
+             for name, text in EXERCISES.items()}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(SubmissionError) as error:
+        unpack(_zip(tmp_path / "lab.zip", files), scratch)
+    assert str(error.value) == (f"{tmp_path / 'lab.zip'}: found exercise files in lab/exercises/ and "
+                                "lab/solutions/: pass one of those folders")
+
+
+def _notebook(tmp_path: Path, *sources: str) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(notebook, tmp_path / "lab.ipynb")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return unpack(tmp_path / "lab.ipynb", scratch)
+
+
+def test_a_later_writefile_cell_replaces_the_file_as_in_jupyter(tmp_path: Path):
+    files = _notebook(tmp_path, "%%writefile attention.py\ndef f(:\n",
+                      "%%writefile attention.py\ndef f():\n    return 1")
+    assert (files / "attention.py").read_text() == "def f():\n    return 1\n"
+
+
+@pytest.mark.parametrize("flag", ["-a", "--append"])
+def test_writefile_append_appends_as_in_jupyter(tmp_path: Path, flag):
+    files = _notebook(tmp_path, "%%writefile attention.py\nA = 1", f"%%writefile {flag} attention.py\nB = 2")
+    assert (files / "attention.py").read_text() == "A = 1\nB = 2\n"

@@ -1,8 +1,8 @@
 """analysis.py, hidden: attention_entropy (X1), previous_token_score (X2), induction_score (X3) and
-attention_maps against the reference, with the classic mistakes named (4 points).
+attention_maps against the student's own model, with the classic mistakes named (4 points).
 
-attention_maps_matches_reference runs the student's own TinyTransformerLM with the reference's
-parameters, so it also depends on model.py.
+attention_maps_matches_model runs the student's own TinyTransformerLM and compares with that
+model's own weights, so a mistake inside the model costs the model's tests, not these.
 """
 import math
 
@@ -14,10 +14,10 @@ from ...reference import ref
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect_close, expect_tensor
-from ..public.analysis import LM, lm_configs, own_weights, periods, tokens
+from ..public.analysis import LM, expect_no_graph, lm_configs, own_weights, periods, tokens
+from ..public.block import perturb_own
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..strategies import causal as causal_mask
-from ..twins import twins
 
 suite = Suite("analysis", Visibility.HIDDEN)
 
@@ -126,33 +126,27 @@ def stripe_scores_match_reference(student, lead, shape, seed, dtype, causal):
                            "max_len": 6, "dropout": 0.5, "norm": "pre", "pos_encoding": "sinusoidal"},
                  "B": 2, "T": 5}, seed=1)
 @given(config=lm_configs(), seed=seeds)
-def attention_maps_matches_reference(student, config, seed):
-    """attention_maps of a TinyTransformerLM with the reference's parameters gives the reference's maps, in any mode"""  # noqa: E501
+def attention_maps_matches_model(student, config, seed):
+    """attention_maps of a TinyTransformerLM (its parameters perturbed) are its own eval-mode weights, in any mode, without grad"""  # noqa: E501
     model_config, B, T = config["model"], config["B"], config["T"]
-    model, reference = twins(student, LM, ref.model.TinyTransformerLM, seed, torch.float64, **model_config)
-    model.train()
+    student.call("torch.manual_seed", seed)
+    model = perturb_own(student.call(LM, **model_config).to(torch.float64), seed).train()
     idx = tokens(seed, model_config["vocab_size"], B, T)
     shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
-    expected = ref.analysis.attention_maps(reference, idx)
     maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
                          "attention_maps(model, idx)")
+    expect_no_graph(student, model.train(), idx, maps)
+    expected = own_weights(model, idx, shape)
     tol = TOLERANCES[torch.float64]._asdict()
     if torch.allclose(maps.double(), expected.double(), **tol):
         return
-    # which of attention_maps and the model is wrong: the student's calls decide, not variants of ours
     setting = ", ".join(f"{k}={v!r}" for k, v in model_config.items())
-    model.eval()
-    in_eval = student.call("analysis.attention_maps", model, idx)
+    in_eval = student.call("analysis.attention_maps", model.eval(), idx)
     if (isinstance(in_eval, torch.Tensor) and in_eval.shape == expected.shape
             and torch.allclose(in_eval.double(), expected.double(), **tol)):
-        raise Failed("attention_maps differs from the expected maps when the model is in train mode, and "
-                     "matches them in eval mode: dropout is on; call model.eval() (and torch.no_grad()) "
+        raise Failed("attention_maps differs from your model's own weights when the model is in train mode, "
+                     "and matches them in eval mode: dropout is on; call model.eval() (and torch.no_grad()) "
                      f"inside attention_maps [TinyTransformerLM({setting})]")
-    own = own_weights(model, idx, shape)
-    if own.shape != expected.shape or not torch.allclose(own.double(), expected.double(), **tol):
-        raise Failed("your TinyTransformerLM's forward(idx, return_weights=True), loaded with the "
-                     "reference's parameters, does not give the reference's attention weights, so neither "
-                     f"can attention_maps: fix model first [TinyTransformerLM({setting})]")
     expect_close(maps, expected, "attention_maps(model, idx)", **tol,
                  hint="stack the per-layer weights of model(idx, return_weights=True) in eval mode along a "
                       f"new first axis [TinyTransformerLM({setting})]")

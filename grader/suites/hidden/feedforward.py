@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 from ...reference import ref
-from ...spec import EXACT, GRADIENT_TOLERANCE, TOLERANCES, Visibility
+from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_tensor
+from ..checks import Failed, expect, expect_close, expect_grad_close, expect_tensor
 from ..public.feedforward import F1, FFN, activations, widths
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..twins import reference_grads, reference_module, student_twin, twins
@@ -45,7 +45,7 @@ def _ffn_twins(student: Student, d_model: int, d_ff: int, seed: int, dtype: torc
     return twins(student, FFN, ref.feedforward.FeedForward, seed, dtype, d_model=d_model, d_ff=d_ff, **kwargs)
 
 
-@suite.case(2, max_examples=8)
+@suite.case(1, max_examples=8)
 @example(d_model=4, d_ff=8, lead=(2,), T=3, dtype=torch.float64, activation="gelu", seed=1)
 @example(d_model=6, d_ff=8, lead=(), T=4, dtype=torch.float32, activation="relu", seed=2)
 @example(d_model=5, d_ff=7, lead=(1, 2), T=2, dtype=torch.float32, activation="gelu", seed=3)
@@ -59,7 +59,7 @@ def ffn_matches_reference(student, d_model, d_ff, lead, T, dtype, activation, se
     x = torch.cat([x, -0.5 * x], dim=-2)  # fc1(x) of both signs, so that ReLU and no activation differ
     with torch.no_grad():
         expected = reference(x)
-    what = f"forward(x) with activation={activation!r} (d_model={d_model}, d_ff={d_ff}, {str(dtype)[6:]})"
+    what = f"forward(x), x of shape {tuple(x.shape)}, with activation={activation!r}, d_ff={d_ff}, {dtype}"
     expect_close(ffn(x), expected, what, **TOLERANCES[dtype]._asdict(),
                  hint=f"check {F1} with act = {'exact GELU' if activation == 'gelu' else 'ReLU'}",
                  diagnoses=lambda: _ffn_variants(reference, x, activation))
@@ -74,13 +74,10 @@ def ffn_gradients(student, d_model, d_ff, lead, T, activation, seed):
     grad_y = randn(seed + 1, *x.shape)
     _, grads, param_grads = ffn.grad([x], grad_outputs=[grad_y], wrt=(0,))
     expected_inputs, expected_params = reference_grads(reference, [x], grad_y)
-    expect(grads.get(0) is not None, "no gradient reaches x: is the graph cut (.detach(), .item(), numpy)?")
-    hint = f"is {F1} computed with torch operations only (nothing detached), with the exact GELU or ReLU?"
-    tol = GRADIENT_TOLERANCE._asdict()
-    expect_close(grads[0], expected_inputs[0], "d(y)/d(x)", **tol, hint=hint)
+    hint = f"the gradients follow from {F1} with act = {'exact GELU' if activation == 'gelu' else 'ReLU'}"
+    expect_grad_close(grads.get(0), expected_inputs[0], "d(y)/d(x)", hint=hint)
     for name, expected in expected_params.items():
-        expect(param_grads.get(name) is not None, f"parameter {name} gets no gradient")
-        expect_close(param_grads[name], expected, f"d(y)/d({name})", **tol, hint=hint)
+        expect_grad_close(param_grads.get(name), expected, f"d(y)/d({name})", hint=hint)
 
 
 def _ffn_pair(student: Student, d_model: int, d_ff: int, p: float, seed: int,
@@ -170,5 +167,7 @@ def ffn_dropout_train(student, p, seed):
         raise Failed(f"in train mode with dropout={p}, {1 - correct:.0%} of the entries of act(fc1(x)) "
                      f"are neither dropped (0) nor scaled by 1/(1-p) (checked with fc2 = identity): {F1}")
     rate = (r[informative].abs() <= 1e-6).double().mean().item()
+    # the survivors are scaled by 1/(1-p) (checked above), so nn.Dropout(p') is ruled out: a hand-made mask
     expect(abs(rate - p) < 0.05, f"in train mode with dropout={p}, {rate:.1%} of the entries of act(fc1(x)) "
-                                 f"are zeroed, expected about {p:.0%}: is nn.Dropout built with p=dropout?")
+                                 f"are zeroed, expected about {p:.0%}, while the survivors are scaled by "
+                                 "1/(1-p): each entry must be dropped with probability p")

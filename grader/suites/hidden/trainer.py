@@ -188,7 +188,7 @@ def train_configs(draw: st.DrawFn) -> dict:
             "betas": draw(st.sampled_from([(0.9, 0.95), (0.8, 0.99)]))}
 
 
-@suite.case(4, timeout=30, max_examples=6, phases=NO_SHRINK)
+@suite.case(2, timeout=30, max_examples=6, phases=NO_SHRINK)
 @example(config={"steps": 6, "max_lr": 0.03, "warmup_steps": 2, "min_lr": 0.001, "weight_decay": 0.1,
                  "grad_clip": 0.05, "betas": (0.8, 0.99)}, V=7, d=6, seed=11)
 @given(config=train_configs(), V=st.integers(3, 9), d=st.integers(2, 8), seed=seeds)
@@ -276,7 +276,7 @@ def evaluate_matches_reference(student, V, d, sizes, seed):
     for i, (name, value) in enumerate((("loss", loss), ("accuracy", accuracy))):
         expect_close(torch.tensor(value, dtype=torch.float64),
                      torch.tensor(expected[name], dtype=torch.float64),
-                     f"evaluate(...)[{name!r}]", atol=1e-9, rtol=1e-6,  # float64 sums: rounding only
+                     f"evaluate(...)[{name!r}]", atol=1e-9, rtol=1e-6, float64=True,  # float64 sums
                      diagnoses={s: torch.tensor(v[i], dtype=torch.float64) for s, v in variants.items()},
                      hint="mean over every position with y != -100 across all batches, "
                           "in eval mode without gradients")

@@ -1,17 +1,32 @@
-"""attention.py, public cases (9 points): causal_mask, scaled_dot_product_attention (A1) and
-MultiHeadAttention's contract, checked on the student's own outputs without the reference."""
+"""attention.py, public cases (14 points): causal_mask, scaled_dot_product_attention (A1) and
+MultiHeadAttention's contract, checked on the student's own outputs without the reference.
+
+A1's values are computed here from its definition, with plain torch, on small inputs. The heads
+of MultiHeadAttention are checked against the student's own projections (read from its
+state_dict), its own apply_rope and either A1's definition or its own
+scaled_dot_product_attention: a head that delegates to a wrong scaled_dot_product_attention is
+that function's mistake, charged by the sdpa cases, not twice.
+"""
+import itertools
+import math
+
 import torch
+import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ...spec import Visibility
+from ...spec import EXACT, TOLERANCES, Visibility
+from ...student import Remote, Student
 from .. import Suite
-from ..checks import expect, expect_tensor, expect_value_error, shape_of
+from ..checks import Failed, expect, expect_close, expect_tensor, expect_value_error, shape_of
 from ..strategies import attention_shapes, causal, dtypes, mha_configs, randn, random_mask, seeds, small
 
 suite = Suite("attention", Visibility.PUBLIC)
 SDPA = "attention.scaled_dot_product_attention"
 MHA = "attention.MultiHeadAttention"
+ROPE = "positional.apply_rope"
+A1 = ("(A1): scores = q kᵀ / sqrt(d_k) + bias, weight 0 where mask is False, softmax over the key axis, "
+      "out = weights v")
 
 
 def qkv(shape: dict, seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -21,6 +36,30 @@ def qkv(shape: dict, seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch
     k = randn(seed + 1, *lead, n_k, shape["d_k"], dtype=dtype)
     v = randn(seed + 2, *lead, n_k, shape["d_v"], dtype=dtype)
     return q, k, v
+
+
+def attention_by_definition(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                            bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, weights) of (A1) in float64, one query row at a time, as the formula reads (slow on
+    purpose: the inputs are tiny); every query row must allow at least one key."""
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    n_q, n_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+    q, k, v = (t.double().expand(*lead, *t.shape[-2:]) for t in (q, k, v))
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool) if mask is None else mask
+    added = torch.zeros(n_q, n_k, dtype=torch.float64) if bias is None else bias.double()
+    allowed, added = allowed.expand(*lead, n_q, n_k), added.expand(*lead, n_q, n_k)
+    weights = torch.zeros(*lead, n_q, n_k, dtype=torch.float64)
+    out = torch.zeros(*lead, n_q, v.shape[-1], dtype=torch.float64)
+    for index in itertools.product(*(range(n) for n in lead)):
+        for i in range(n_q):
+            scores = {j: float(q[index][i].dot(k[index][j])) / math.sqrt(d_k) + float(added[index][i, j])
+                      for j in range(n_k) if allowed[index][i, j]}
+            top = max(scores.values())  # exp(s - top) / sum: the softmax without overflow
+            total = sum(math.exp(s - top) for s in scores.values())
+            for j, s in scores.items():
+                weights[index][i, j] = math.exp(s - top) / total
+                out[index][i] += weights[index][i, j] * v[index][j]
+    return out, weights
 
 
 @st.composite
@@ -57,14 +96,37 @@ def sdpa_shapes_and_dtype(student, shape, seed, dtype):
            "dtype")
 
 
-@suite.case(2)
+@suite.case(2, max_examples=8)
+@given(shape=attention_shapes(), seed=seeds, masked=st.booleans(), biased=st.booleans())
+def sdpa_matches_definition(student, shape, seed, masked, biased):
+    """scaled_dot_product_attention gives (A1)'s weights and output, computed here from the definition, with and without mask and bias (float64)"""  # noqa: E501
+    q, k, v = qkv(shape, seed, torch.float64)
+    n_q, n_k = shape["n_q"], shape["n_k"]
+    kwargs = {}
+    if masked:
+        kwargs["mask"] = random_mask(seed, n_q, n_k)
+    if biased:
+        kwargs["bias"] = randn(seed + 3, n_q, n_k)
+    out, weights = student.call(SDPA, q, k, v, **kwargs)
+    expected_out, expected_weights = attention_by_definition(q, k, v, kwargs.get("mask"), kwargs.get("bias"))
+    with_ = " and ".join(kwargs) or "no mask or bias"
+    places = ["the scale", "how the mask enters" if masked else "",
+              "where the bias is added" if biased else "", "the softmax's axis"]
+    tol = TOLERANCES[torch.float64]._asdict()
+    expect_close(weights, expected_weights, f"weights (d_k={shape['d_k']}, with {with_})", **tol,
+                 hint=f"look at each step of {A1}: {', '.join(filter(None, places))}")
+    expect_close(out, expected_out, f"out (d_k={shape['d_k']}, with {with_}; the weights are right)", **tol,
+                 hint="out = weights v: each query's output is its weights' mix of the value rows")
+
+
+@suite.case(1)
 @given(shape=attention_shapes(), seed=seeds)
 def sdpa_rows_are_distributions(student, shape, seed):
     """weights are >= 0, zero at masked keys, and each row sums to 1 over the allowed keys"""
     q, k, v = qkv(shape, seed, torch.float64)
     mask = random_mask(seed, shape["n_q"], shape["n_k"])
     _, weights = student.call(SDPA, q, k, v, mask=mask)
-    expect_tensor(weights, (*shape["lead"], shape["n_q"], shape["n_k"]), "weights")
+    expect_tensor(weights, (*shape["lead"], shape["n_q"], shape["n_k"]), "weights", finite=True)
     expect(bool((weights >= 0).all()), "weights has negative entries: is the softmax applied?")
     leaked = weights.masked_fill(mask, 0).abs().max().item()
     expect(leaked < 1e-9, f"a masked key (mask False) gets weight {leaked:.3g}, expected 0 "
@@ -134,9 +196,97 @@ def mha_contract(student, config, seed):
     y = mha(x, mask=mask)
     expect_tensor(y, (B, T, d_model), "forward(x)")
     y, weights = mha(x, mask=mask, return_weights=True)
-    expect_tensor(weights, (B, n_heads, T, T), "weights")
+    expect_tensor(weights, (B, n_heads, T, T), "weights", finite=True)
     expect(bool(torch.allclose(weights.sum(-1), torch.ones(B, n_heads, T), atol=1e-5)),
            "each head's weight rows must sum to 1")
+
+
+def own_heads(student: Student, mha: Remote, x: torch.Tensor, n_heads: int, rope: bool,
+              **kwargs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """What MultiHeadAttention's contract makes of x with the module's own weights, as (y, weights):
+    head h attends with features [h*d_head, (h+1)*d_head) of q_proj(x), k_proj(x) and v_proj(x)
+    (rotated by the student's apply_rope when rope), through (A1)'s definition ("definition") or
+    the student's own scaled_dot_product_attention ("own"), then out_proj of the heads' outputs."""
+    state = mha.state_dict()
+    d_head = x.shape[-1] // n_heads
+
+    def heads(name: str) -> torch.Tensor:
+        projected = F.linear(x, state[f"{name}.weight"], state.get(f"{name}.bias"))
+        return torch.stack([projected[..., h * d_head:(h + 1) * d_head] for h in range(n_heads)], dim=1)
+
+    q, k, v = heads("q_proj"), heads("k_proj"), heads("v_proj")
+    if rope:
+        q, k = student.call(ROPE, q), student.call(ROPE, k)
+    mask, bias = kwargs.get("mask"), kwargs.get("bias")
+    candidates = {"definition": attention_by_definition(q, k, v, mask, bias),
+                  "own": student.call(SDPA, q, k, v, **kwargs)}
+    merged = {}
+    for name, (out, weights) in candidates.items():
+        expect_tensor(out, q.shape, "scaled_dot_product_attention's out on the heads")
+        concatenated = torch.cat(out.unbind(dim=1), dim=-1)  # head h's output in features of head h
+        merged[name] = (F.linear(concatenated, state["out_proj.weight"], state.get("out_proj.bias")), weights)
+    return merged
+
+
+def expect_heads(student: Student, mha: Remote, x: torch.Tensor, n_heads: int, rope: bool, what: str,
+                 **kwargs: torch.Tensor) -> None:
+    """mha(x, return_weights=True) equals own_heads' (y, weights) for one of its candidates."""
+    y, weights = mha(x, return_weights=True, **kwargs)
+    expected = own_heads(student, mha, x, n_heads, rope, **kwargs)
+    tol = TOLERANCES[torch.float64]._asdict()
+    B, T, _ = x.shape
+    expect_tensor(weights, (B, n_heads, T, T), f"the weights of {what}", finite=True)
+    if any(torch.allclose(weights, w, **tol) for _, w in expected.values()):
+        if any(torch.allclose(y, e, **tol) for e, _ in expected.values()):
+            return
+        rotated = "; with rope only the queries and keys are rotated" if rope else ""
+        expect_close(y, expected["definition"][0], f"y of {what} (its weights are right)", **tol,
+                     hint="y is out_proj applied, token by token, to the heads' outputs put back side by "
+                          f"side (head h's output in features [h*d_head, (h+1)*d_head)){rotated}")
+    diff = (weights - expected["definition"][1]).abs().amax(dim=(0, 2, 3))
+    head = int(diff.argmax())
+    raise Failed(f"head {head}'s weights of {what} differ by {diff[head].item():.3g} from (A1) on its own "
+                 f"features [{head}*d_head, {head + 1}*d_head) of q_proj(x) and k_proj(x)"
+                 f"{', rotated by your apply_rope,' if rope else ''} "
+                 f"(d_head = d_model // n_heads = {x.shape[-1] // n_heads}): look at how the projections "
+                 "are split into heads (each token keeps its own features), the scale 1/sqrt(d_head), "
+                 f"and where the {' and '.join(kwargs)} enter{'s' if len(kwargs) == 1 else ''}")
+
+
+@suite.case(2, max_examples=8)
+@given(config=mha_configs(rope=False), seed=seeds, biased=st.booleans())
+def mha_heads_match_own_attention(student, config, seed, biased):
+    """each head of MultiHeadAttention attends with its own slice of your q/k/v projections; y is out_proj of the heads (float64)"""  # noqa: E501
+    d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
+    mha = student.call(MHA, d_model, n_heads).to(torch.float64).eval()
+    kwargs = {"mask": causal(T)} | ({"bias": randn(seed + 1, n_heads, T, T)} if biased else {})
+    what = f"MultiHeadAttention({d_model}, {n_heads}) with a causal mask" + (" and a bias" if biased else "")
+    expect_heads(student, mha, randn(seed, B, T, d_model), n_heads, False, what, **kwargs)
+
+
+@suite.case(1, max_examples=6)
+@given(config=mha_configs(rope=True), seed=seeds)
+def mha_rope_heads(student, config, seed):
+    """with rope=True, each head's queries and keys go through your apply_rope (positions 0..T-1) before the scores (float64)"""  # noqa: E501
+    d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
+    mha = student.call(MHA, d_model, n_heads, rope=True).to(torch.float64).eval()
+    what = f"MultiHeadAttention({d_model}, {n_heads}, rope=True) with a causal mask"
+    expect_heads(student, mha, randn(seed, B, T, d_model), n_heads, True, what, mask=causal(T))
+
+
+@suite.case(1, max_examples=4)
+@given(config=mha_configs(rope=False), seed=seeds)
+def mha_weights_before_dropout(student, config, seed):
+    """MultiHeadAttention(dropout=0.5) in train mode returns the weights before dropout: those of eval mode"""
+    d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
+    mha = student.call(MHA, d_model, n_heads, dropout=0.5).to(torch.float64)
+    x = randn(seed, B, T, d_model)
+    _, in_eval = mha.eval()(x, mask=causal(T), return_weights=True)
+    _, in_train = mha.train()(x, mask=causal(T), return_weights=True)
+    expect_close(in_train, in_eval, "the weights returned in train mode", **EXACT._asdict(),
+                 hint="the only difference between the two calls is train mode, so dropout: the returned "
+                      "weights are taken after the softmax and before dropout (dropout applies only to the "
+                      "weights that mix the values)")
 
 
 @suite.case(1)

@@ -1,17 +1,102 @@
-"""block.py, public: TransformerBlock's contract, state dict, ValueError and causality (4 points)."""
+"""block.py, public: TransformerBlock's contract, state dict, ValueError, causality, and (B1)/(B2)
+composed from the block's own sublayers (6 points).
+
+A block is judged on what it adds: the expected output is composed here from the student's own
+attn and ffn (called in the worker on the exact tensors the formula gives them) and the block's
+own LayerNorm parameters, so a mistake inside MultiHeadAttention or FeedForward costs their
+components, not this one. Also the helpers the model suite and the hidden suite build on.
+"""
 import torch
+import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from torch import nn
 
-from ...spec import NORMS, Visibility
+from ...spec import NORMS, TOLERANCES, Visibility
+from ...student import Remote
 from .. import Suite
-from ..checks import expect, expect_same_keys, expect_tensor, expect_value_error
+from ..checks import Failed, expect, expect_close, expect_same_keys, expect_tensor, expect_value_error
 from ..strategies import causal, dtypes, mha_configs, randn, seeds
+from ..twins import perturb
 
 suite = Suite("block", Visibility.PUBLIC)
 BLOCK = "block.TransformerBlock"
+FORMULA = {
+    "pre": "(B1) pre-norm: h = x + dropout(attn(norm1(x))); y = h + dropout(ffn(norm2(h)))",
+    "post": "(B2) post-norm: h = norm1(x + dropout(attn(x))); y = norm2(h + dropout(ffn(h)))",
+}
 norms = st.sampled_from(NORMS)
 d_ffs = st.integers(1, 8)
+
+
+def perturb_own(remote: Remote, seed: int) -> Remote:
+    """Move the student's own floating-point parameters off their init (twins.perturb), so that
+    LayerNorm gains and biases matter: with init values norm1 and norm2 are the same function."""
+    state = remote.state_dict()
+    floats = [name for name, value in state.items() if value.is_floating_point()]
+    moved = perturb(nn.ParameterList([state[name] for name in floats]), seed)
+    remote.load_state_dict({**state, **{name: p.detach() for name, p in zip(floats, moved, strict=True)}})
+    return remote
+
+
+class Sublayers:
+    """What (B1)/(B2) are made of, the block's own: attn and ffn run in the worker on exactly the
+    tensors given; norm1 and norm2 applied here with the block's LayerNorm parameters."""
+
+    def __init__(self, block: Remote, mask: torch.Tensor | None, bias: torch.Tensor | None):
+        self.state = block.state_dict()
+        missing = [key for key in spec_keys() if key.startswith("norm") and key not in self.state]
+        expect(not missing, f"TransformerBlock.state_dict() has no {missing}: norm1 and norm2 are "
+                            "nn.LayerNorm(d_model) (docs/spec.md)")
+        self.attn, self.ffn = block.attribute("attn"), block.attribute("ffn")
+        self.mask, self.bias = mask, bias
+
+    def norm(self, name: str, z: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(z, z.shape[-1:], self.state[f"{name}.weight"], self.state[f"{name}.bias"])
+
+    def attend(self, z: torch.Tensor, *, masked: bool = True, biased: bool = True) -> tuple:
+        """self.attn(z, mask, bias, return_weights=True): (output, weights)."""
+        result = self.attn(z, mask=self.mask if masked else None, bias=self.bias if biased else None,
+                           return_weights=True)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)
+                and result[0].shape == z.shape):
+            raise Failed("your block's self.attn(z, mask, bias, return_weights=True) does not return "
+                         "(y of z's shape, weights): see the attention tests first")
+        return result
+
+    def feed(self, z: torch.Tensor) -> torch.Tensor:
+        return expect_tensor(self.ffn(z), z.shape, "your block's self.ffn(z) (see the feedforward tests)")
+
+
+def own_formula(parts: Sublayers, x: torch.Tensor, norm: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, weights) of (B1) or (B2) in eval mode, from the block's own sublayers."""
+    if norm == "pre":
+        a, weights = parts.attend(parts.norm("norm1", x))
+        h = x + a
+        return h + parts.feed(parts.norm("norm2", h)), weights
+    a, weights = parts.attend(x)
+    h = parts.norm("norm1", x + a)
+    return parts.norm("norm2", h + parts.feed(h)), weights
+
+
+def alibi_like(n_heads: int, T: int, dtype: torch.dtype) -> torch.Tensor:
+    """An ALiBi-shaped bias (n_heads, T, T), -m_h |i - j|, with steeper slopes (1, 1/2, 1/4, ...) than
+    ALiBi's so that a bias left out changes the output well beyond the tolerance even for tiny T."""
+    slopes = 2.0 ** -torch.arange(n_heads, dtype=torch.float64)
+    distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs().to(torch.float64)
+    return (-slopes[:, None, None] * distance).to(dtype)
+
+
+def block_inputs(config: dict, seed: int, dtype: torch.dtype, masked: bool, biased: bool) -> tuple:
+    """x (B, T, d_model), the causal mask or None, an ALiBi-like bias or None."""
+    B, T, H = config["B"], config["T"], config["n_heads"]
+    x = randn(seed, B, T, config["d_model"], dtype=dtype)
+    return x, causal(T) if masked else None, alibi_like(H, T, dtype) if biased else None
+
+
+def describe(config: dict, norm: str, masked: bool, biased: bool) -> str:
+    inputs = [", rope"] * config["rope"] + [", causal mask"] * masked + [", ALiBi-like bias"] * biased
+    return f"norm={norm!r}, d_model={config['d_model']}, n_heads={config['n_heads']}{''.join(inputs)}"
 
 
 def spec_keys() -> list[str]:
@@ -79,7 +164,7 @@ def block_value_error(student, norm):
 @suite.case(1, max_examples=8)
 @given(config=changed_tokens(), d_ff=d_ffs, norm=norms, seed=seeds)
 def block_causal(student, config, d_ff, norm, seed):
-    """with the causal mask, changing token t leaves the block's outputs before t unchanged"""
+    """with the causal mask, changing token t leaves the block's outputs before t unchanged (if its own attn does)"""  # noqa: E501
     d_model, n_heads, B, T, t = (config[k] for k in ("d_model", "n_heads", "B", "T", "t"))
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
@@ -90,7 +175,41 @@ def block_causal(student, config, d_ff, norm, seed):
     x2[:, t] += 3.0 * randn(seed + 1, d_model).sign()
     y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
     y2 = expect_tensor(block(x2, mask=mask), (B, T, d_model), "forward(x)")
+
     # float64: outputs that do not see token t agree up to rounding, far below 1e-9
-    changed = [i for i in range(t) if not torch.allclose(y[:, i], y2[:, i], atol=1e-9)]
+    def moved(a: torch.Tensor, b: torch.Tensor) -> list[int]:
+        return [i for i in range(t) if not torch.allclose(a[:, i], b[:, i], atol=1e-9)]
+
+    changed = moved(y, y2)
+    if changed:
+        parts = Sublayers(block, mask, None)
+        attn_in = (parts.norm("norm1", x), parts.norm("norm1", x2)) if norm == "pre" else (x, x2)
+        if moved(*(parts.attend(z)[0] for z in attn_in)):
+            return  # self.attn itself sees the future under the causal mask: the attention tests say so
     expect(not changed, f"changing token {t} changed the block's outputs at earlier positions {changed}: "
                         "pass the mask to attn; the feed-forward and norms must act on each position alone")
+
+
+# LayerNorm over 1-3 features is nearly constant (d_model=1: always its bias), which would hide
+# most mistakes in post-norm: the formula is checked with d_model >= 4.
+configs = mha_configs().filter(lambda config: config["d_model"] >= 4)
+
+
+@suite.case(2, max_examples=8)
+@given(config=configs, d_ff=d_ffs, norm=norms, dtype=dtypes, seed=seeds, masked=st.booleans(),
+       biased=st.booleans())
+def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
+    """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn, norm1, norm2"""  # noqa: E501
+    student.call("torch.manual_seed", seed)
+    block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
+    block = perturb_own(block.to(dtype), seed).eval()
+    x, mask, bias = block_inputs(config, seed, dtype, masked, biased)
+    y, weights = block(x, mask=mask, bias=bias, return_weights=True)
+    expected_y, expected_weights = own_formula(Sublayers(block, mask, bias), x, norm)
+    tol = TOLERANCES[dtype]._asdict()
+    what = describe(config, norm, masked, biased)
+    expect_close(y, expected_y, f"y ({what})", **tol,
+                 hint=f"{FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
+    expect_close(weights, expected_weights, f"weights ({what})", **tol,
+                 hint=f"return the weights of self.attn, called on {'norm1(x)' if norm == 'pre' else 'x'} "
+                      "with the block's mask and bias")

@@ -1,11 +1,15 @@
-"""feedforward.py, public cases: FeedForward's (F1) contract, without the reference (3 points)."""
+"""feedforward.py, public cases: FeedForward's (F1) contract, without the reference (4 points).
+
+(F1)'s values are computed here from the definition, with plain torch, on the module's own weights.
+"""
 import torch
-from hypothesis import given
+import torch.nn.functional as F
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...spec import ACTIVATIONS, Visibility
+from ...spec import ACTIVATIONS, TOLERANCES, Visibility
 from .. import Suite
-from ..checks import expect, expect_same_keys, expect_tensor, expect_value_error
+from ..checks import expect, expect_close, expect_same_keys, expect_tensor, expect_value_error
 from ..strategies import batch_dims, dtypes, randn, seeds
 
 suite = Suite("feedforward", Visibility.PUBLIC)
@@ -65,3 +69,26 @@ def ffn_position_wise(student, d_model, d_ff, B, T, seed, data):
                        "each position must go through fc1, act and fc2 on its own (no mixing across tokens)")
     expect(bool(changed[b, t]), f"changing x[{b}, {t}] left forward(x)[{b}, {t}] unchanged: "
                                 "does the output depend on the input at that position?")
+
+
+ACT = {"gelu": F.gelu, "relu": F.relu}
+"""The contract's activations: F.gelu's default is the exact (erf) GELU."""
+
+
+@suite.case(1, max_examples=6)
+@example(d_model=3, d_ff=5, B=2, activation="gelu", seed=0)
+@example(d_model=3, d_ff=5, B=2, activation="relu", seed=0)
+@given(d_model=widths, d_ff=widths, B=st.integers(1, 3), activation=activations, seed=seeds)
+def ffn_matches_definition(student, d_model, d_ff, B, activation, seed):
+    """FeedForward gives (F1), computed here from its own fc1 and fc2 weights, for gelu (exact) and relu (float64)"""  # noqa: E501
+    student.call("torch.manual_seed", seed)
+    ffn = student.call(FFN, d_model, d_ff, activation=activation).to(torch.float64).eval()
+    state = ffn.state_dict()
+    expect_same_keys(state, _spec_state(d_model, d_ff), "FeedForward.state_dict()")
+    x = 3.0 * randn(seed, B, 3, d_model)  # pre-activations of order 1 to 3, where GELU is far from linear
+    hidden = ACT[activation](F.linear(x, state["fc1.weight"], state["fc1.bias"]))
+    expected = F.linear(hidden, state["fc2.weight"], state["fc2.bias"])
+    expect_close(ffn(x), expected, f"FeedForward({d_model}, {d_ff}, activation={activation!r}) in eval mode",
+                 **TOLERANCES[torch.float64]._asdict(),
+                 hint=f"{F1}, act being {'the exact GELU (erf form)' if activation == 'gelu' else 'ReLU'} "
+                      "here: look at which activation is applied, and where")

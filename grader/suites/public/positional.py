@@ -1,13 +1,17 @@
-"""positional.py, public cases (8 points): properties of the student's own outputs, no reference.
+"""positional.py, public cases (9 points): properties of the student's own outputs, and (P3) on
+small inputs computed here from its definition; no reference.
 
 P1 sinusoidal_table_properties 1 · P2 shift_rotation_moves_rows 1, shift_rotation_is_a_rotation 1 ·
-P3 rope_keeps_shape_dtype_and_lengths 1, rope_scores_depend_on_offset 1 · P4 alibi_slopes_properties 1 ·
-P5 alibi_bias_properties 1 · P1-P3 odd_dimensions_raise 1.
+P3 rope_keeps_shape_dtype_and_lengths 1, rope_scores_depend_on_offset 1, rope_matches_definition 1 ·
+P4 alibi_slopes_properties 1 · P5 alibi_bias_properties 1 · P1-P3 odd_dimensions_raise 1.
 
 Tolerances rest on docs/spec.md ("Tolerances"): a float32 table computed natively differs from
 the float64 one by up to ~1e-5 for n <= 128 (so positions stay <= 128), and RoPE computed with
 float32 frequencies is off by ~1e-5 even for float64 inputs: both are accepted here.
 """
+import itertools
+import math
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -186,6 +190,41 @@ def rope_scores_depend_on_offset(student, d, m, n, s, seed):
            f"<rope(q, {m}), rope(k, {n})> = {base_score:.6g} but <rope(q, {m + s}), rope(k, {n + s})> = "
            f"{shifted:.6g} and <rope(q, 0), rope(k, {n - m})> = {relative:.6g}: scores must depend only on "
            "the offset n - m (rotate each pair by position * w_j, with the same w_j for every position)")
+
+
+def rope_by_definition(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """(P3) in float64, one pair at a time as the formula reads: (x[2j], x[2j+1]) at position t
+    rotated by the angle positions[t] * base ** (-2j / d)."""
+    d = x.shape[-1]
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for index in itertools.product(*(range(n) for n in x.shape[:-1])):
+        position = float(positions[index[-1]])
+        for j in range(d // 2):
+            a = position * base ** (-2 * j / d)
+            first, second = float(x[index][2 * j]), float(x[index][2 * j + 1])
+            out[index][2 * j] = first * math.cos(a) - second * math.sin(a)
+            out[index][2 * j + 1] = first * math.sin(a) + second * math.cos(a)
+    return out
+
+
+@suite.case(1, max_examples=8)
+@given(lead=batch_dims, T=st.integers(1, 5), d=rope_dims, seed=seeds, base=bases,
+       given_positions=st.booleans())
+def rope_matches_definition(student, lead, T, d, seed, base, given_positions):
+    """apply_rope gives (P3), computed here from the definition on small float64 inputs, default or given positions"""  # noqa: E501
+    x = randn(seed, *lead, T, d)
+    kwargs = base_kwargs(base)
+    positions = torch.arange(T)
+    if given_positions:
+        positions = torch.randint(-8, 9, (T,), generator=torch.Generator().manual_seed(seed))
+        kwargs["positions"] = positions
+    call = f"apply_rope(x{', positions=' + str(positions.tolist()) if given_positions else ''}{shown(base)})"
+    expected = rope_by_definition(x, positions, 10000.0 if base is None else base)
+    expect_close(student.call(ROPE, x, **kwargs), expected, f"{call} with x of shape {tuple(x.shape)}",
+                 **FLOAT32_TABLE_TOLERANCE._asdict(),  # float32 cos/sin tables are accepted
+                 hint="(P3) turns each interleaved pair (x[2j], x[2j+1]) at position t by the angle "
+                      "a = positions[t] * base ** (-2j / d): look at the pairs, the direction of the "
+                      "rotation (the signs of the sin terms) and the angles")
 
 
 @suite.case(1)

@@ -1,5 +1,5 @@
 """trainer.py, public cases: the contracts of lr_schedule (T1), param_groups (T2), train (T3) and
-evaluate, without the reference (5 points).
+evaluate, without the reference (7 points); train's steps are replayed here, AdamW written out.
 
 Every model here is built from torch's own layers (the worker's fixtures), never from the
 student's other files, so this component is graded on its own. The judge builds a twin of each
@@ -7,14 +7,14 @@ fixture model and loads the same parameters into both; float64 throughout.
 """
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...spec import IGNORE_INDEX, Visibility
+from ...spec import IGNORE_INDEX, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
-from ..checks import Failed, expect
+from ..checks import Failed, expect, expect_close
 from ..twins import load_twin, perturb
 
 suite = Suite("trainer", Visibility.PUBLIC)
@@ -98,10 +98,11 @@ def float64_state(remote: Remote) -> dict[str, torch.Tensor]:
 # ---------------------------------------------------------------------------- lr_schedule (T1)
 @st.composite
 def schedules(draw: st.DrawFn) -> dict:
-    """max_lr, warmup_steps, total_steps > warmup_steps and min_lr <= max_lr."""
+    """max_lr, warmup_steps, total_steps (at most warmup_steps too, where T1's max(1, ...) matters) and
+    min_lr <= max_lr."""
     max_lr = draw(st.sampled_from([1.0, 3e-4, 0.1, 6e-4, 2.5]))
     warmup = draw(st.integers(0, 6))
-    total = warmup + draw(st.integers(1, 14))
+    total = max(0, warmup + draw(st.integers(-3, 14)))
     min_lr = max_lr * draw(st.sampled_from([0.0, 0.1, 0.5]))
     return {"max_lr": max_lr, "warmup_steps": warmup, "total_steps": total, "min_lr": min_lr}
 
@@ -117,12 +118,23 @@ def describe(config: dict) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in config.items())
 
 
+SHORT_SCHEDULES = [{"max_lr": 1.0, "warmup_steps": 3, "total_steps": 3, "min_lr": 0.1},
+                   {"max_lr": 0.1, "warmup_steps": 4, "total_steps": 2, "min_lr": 0.0},
+                   {"max_lr": 2.5, "warmup_steps": 0, "total_steps": 0, "min_lr": 0.5}]
+"""total_steps <= warmup_steps: T1's max(1, total_steps - warmup_steps) keeps p defined, and p = 1 (min_lr)
+from the step after the warmup on."""
+
+
 @suite.case(2)
+@example(config=SHORT_SCHEDULES[0])
+@example(config=SHORT_SCHEDULES[1])
+@example(config=SHORT_SCHEDULES[2])
 @given(config=schedules())
 def lr_schedule_properties(student, config):
-    """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there"""
+    """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there, also when total_steps <= warmup_steps"""  # noqa: E501
     max_lr, warmup, total, min_lr = (config[k] for k in ("max_lr", "warmup_steps", "total_steps", "min_lr"))
-    lrs = [student_lr(student, s, config) for s in range(total + 4)]
+    end = max(total, warmup + 1)  # the first step at min_lr (p = 1)
+    lrs = [student_lr(student, s, config) for s in range(end + 4)]
     call = f"lr_schedule(step, {describe(config)})"
     tol = 1e-6 * max_lr  # float32 arithmetic inside lr_schedule is fine
     if warmup > 0:
@@ -140,16 +152,17 @@ def lr_schedule_properties(student, config):
     expect(abs(lrs[warmup] - max_lr) <= tol,
            f"{call} is {lrs[warmup]:.6g} at step {warmup} = warmup_steps, where the cosine starts: "
            f"expected max_lr={max_lr:g}")
-    for s in range(warmup, total + 4):
+    for s in range(warmup, end + 4):
         expect(lrs[s] >= min_lr - tol, f"{call} is {lrs[s]:.6g} at step {s}, below min_lr={min_lr:g}")
-    expect(abs(lrs[total] - min_lr) <= tol,
-           f"{call} is {lrs[total]:.6g} at step {total} = total_steps: expected min_lr={min_lr:g} "
-           "(the cosine reaches min_lr exactly at total_steps)")
-    for s in range(total + 1, total + 4):
+    where = (f"step {total} = total_steps: the cosine reaches min_lr exactly at total_steps" if total > warmup
+             else f"step {end}, right after the warmup, since total_steps <= warmup_steps: (T1) divides by "
+                  "max(1, total_steps - warmup_steps), so p = 1 from there on")
+    expect(abs(lrs[end] - min_lr) <= tol, f"{call} is {lrs[end]:.6g} at {where}; expected min_lr={min_lr:g}")
+    for s in range(end + 1, end + 4):
         expect(abs(lrs[s] - min_lr) <= tol,
-               f"{call} is {lrs[s]:.6g} at step {s} > total_steps: expected min_lr={min_lr:g} "
-               "(clamp the cosine progress to [0, 1], so the rate stays at min_lr past total_steps)")
-    for s in range(warmup, total + 3):
+               f"{call} is {lrs[s]:.6g} at step {s} > {end}: expected min_lr={min_lr:g} "
+               "(clamp the cosine progress to [0, 1], so the rate stays at min_lr once it is reached)")
+    for s in range(warmup, end + 3):
         expect(lrs[s + 1] <= lrs[s] + tol,
                f"{call} rises from {lrs[s]:.6g} at step {s} to {lrs[s + 1]:.6g} at step "
                f"{s + 1}: after the warmup it must only decrease")
@@ -160,19 +173,25 @@ _KINDS = {"Embedding": "embedding", "LayerNorm": "LayerNorm", "Linear": "Linear"
 
 
 def _parameter_names(layers: list[tuple[str, tuple, dict]], local: nn.Module) -> dict[str, str]:
-    """'1.weight' -> "'1.weight' (the LayerNorm weight, shape (8,))"."""
+    """'1.weight' -> "'1.weight' (the LayerNorm weight, shape (8,))", "frozen" added where it is."""
     names = {}
     for key, p in local.named_parameters():
         index, _, attr = key.partition(".")
         kind = _KINDS[layers[int(index)][0]]
-        names[key] = f"'{key}' (the {kind} {attr}, shape {tuple(p.shape)})"
+        frozen = "" if p.requires_grad else ", frozen: requires_grad=False"
+        names[key] = f"'{key}' (the {kind} {attr}, shape {tuple(p.shape)}{frozen})"
     return names
 
 
-def check_groups(student: Student, layers: list, seed: int, weight_decay: float) -> None:
+def check_groups(student: Student, layers: list, seed: int, weight_decay: float,
+                 frozen: tuple[int, ...] = ()) -> None:
     """param_groups on this fixture model follows (T2): two groups, every parameter in exactly one,
-    decayed exactly when ndim >= 2."""
+    decayed exactly when ndim >= 2. The layers at the indices `frozen` have requires_grad=False:
+    (T2) says every parameter, so they are grouped too."""
     remote, local = twin_models(student, layers, seed)
+    for index in frozen:
+        remote.method("__getitem__", index).method("requires_grad_", False)
+        local[index].requires_grad_(False)
     groups = student.call("trainer.param_groups", remote, weight_decay)
     expect(isinstance(groups, (list, tuple)),
            f"param_groups should return a list of dicts, got {type(groups).__name__}")
@@ -202,7 +221,8 @@ def check_groups(student: Student, layers: list, seed: int, weight_decay: float)
                                 "from model.parameters())")
             seen[match[0]].append(decay)
     for key, p in params.items():
-        expect(seen[key], f"parameter {names[key]} is in no group: every parameter must be in exactly one")
+        expect(seen[key], f"parameter {names[key]} is in no group: every parameter must be in exactly one"
+                          + (" (T2 says every parameter, frozen ones too)" if not p.requires_grad else ""))
         expect(len(seen[key]) == 1,
                f"parameter {names[key]} is in {len(seen[key])} groups: "
                "every parameter must be in exactly one")
@@ -220,8 +240,9 @@ def check_groups(student: Student, layers: list, seed: int, weight_decay: float)
 
 @suite.case(1)
 def param_groups_split(student):
-    """param_groups puts the embedding and Linear weights in the decayed group, biases and LayerNorm in the other"""  # noqa: E501
+    """param_groups puts the embedding and Linear weights in the decayed group, biases and LayerNorm in the other, frozen parameters too"""  # noqa: E501
     check_groups(student, fixture_layers(11, 6), seed=3, weight_decay=0.1)
+    check_groups(student, fixture_layers(9, 4, hidden=5), seed=4, weight_decay=0.05, frozen=(0, 1))
 
 
 # ---------------------------------------------------------------------------- train (T3)
@@ -277,6 +298,54 @@ def train_contract(student):
     expect(any(not torch.equal(trained[k], v) for k, v in local.state_dict().items()),
            "train did not change any parameter: call optimizer.step() every step")
     _check_leaves_eval_mode(student, seed)
+
+
+def adamw_steps(local: nn.Module, batches: list, lrs: list[float], *, weight_decay: float, grad_clip: float,
+                betas: tuple[float, float], eps: float = 1e-8) -> None:
+    """(T3) on `local`, one step per lr: fresh gradients of the loss over y != -100, global grad-norm
+    clipping, then AdamW (torch's update, eps its default) with (T2)'s weight decay. Written out
+    rather than torch.optim.AdamW, whose first use imports torch._dynamo: seconds of `grader check`."""
+    params = list(local.parameters())
+    m, v = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+    for t, ((x, y), lr) in enumerate(zip(batches, lrs, strict=False), start=1):
+        local.zero_grad()
+        masked_cross_entropy(local(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        with torch.no_grad():
+            for p, m_p, v_p in zip(params, m, v, strict=True):
+                m_p.lerp_(p.grad, 1 - betas[0])
+                v_p.mul_(betas[1]).addcmul_(p.grad, p.grad, value=1 - betas[1])
+                p.mul_(1 - lr * (weight_decay if p.ndim >= 2 else 0.0))
+                denominator = (v_p / (1 - betas[1] ** t)).sqrt() + eps
+                p.addcdiv_(m_p, denominator, value=-lr / (1 - betas[0] ** t))
+
+
+FIRST_STEP = ("look at the step's lr (your lr_schedule), the loss over the positions with y != -100, the "
+              "clipping of the global gradient norm at grad_clip, and AdamW (betas, weight decay per (T2) "
+              "group)")
+LATER_STEPS = ("one step matches (T3) but three do not: look at what changes from step to step (each step's "
+               "own lr from (T1) with total_steps=steps, gradients that start from zero, the next batch)")
+
+
+@suite.case(2, timeout=30)
+def train_follows_adamw(student):
+    """after 1 and after 3 steps, train's parameters are (T3)'s from the same start: your lr_schedule's lr, fresh gradients each step, clipping, AdamW over (T2) groups"""  # noqa: E501
+    layers, seed, V = fixture_layers(7, 6, hidden=5), 8, 7
+    kwargs = {"max_lr": 0.05, "warmup_steps": 0, "min_lr": 0.005, "weight_decay": 0.1, "grad_clip": 0.5,
+              "betas": (0.8, 0.9)}
+    batches = make_batches(seed, 3, V)
+    tol = TOLERANCES[torch.float64]._asdict()
+    for steps in (1, 3):
+        remote, local = twin_models(student, layers, seed)
+        student.call("trainer.train", remote, batches[:steps], steps=steps, **kwargs)
+        schedule = {k: kwargs[k] for k in ("max_lr", "warmup_steps", "min_lr")} | {"total_steps": steps}
+        lrs = [student_lr(student, s, schedule) for s in range(steps)]
+        adamw_steps(local, batches, lrs, **{k: kwargs[k] for k in ("weight_decay", "grad_clip", "betas")})
+        names, trained = _parameter_names(layers, local), float64_state(remote)
+        call = f"train(model, batches, steps={steps}, {', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+        for key, expected in local.state_dict().items():
+            expect_close(trained.get(key), expected, f"parameter {names[key]} after {call}", **tol,
+                         hint=FIRST_STEP if steps == 1 else LATER_STEPS)
 
 
 def _check_leaves_eval_mode(student: Student, seed: int) -> None:

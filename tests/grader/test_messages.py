@@ -1,0 +1,181 @@
+"""Messages true to what happened: NaN is called NaN, a mistake is named only when the value
+matches it, a float32-sized miss is told from a cut graph, and RoPE computed in float32 fails
+exactly one test, the one that says so.
+
+The end-to-end tests grade small synthetic submissions: a copy of solutions/ with one line edited
+(as examples/submissions/bugs.py does for correct/)."""
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.judge import GuardedStudent, judge, run_case
+from grader.results import Result
+from grader.sandbox.client import Sandbox
+from grader.spec import COMPONENTS, GRADIENT_TOLERANCE, Status
+from grader.suites import all_cases
+from grader.suites.checks import Failed, expect_close, expect_grad_close, expect_tensor
+from helpers import ROOT, load_bugs
+
+CUT = ".detach()"
+FLOAT32 = "float32 rounding"
+
+
+def failure(check, *args, **kwargs) -> str:
+    with pytest.raises(Failed) as raised:
+        check(*args, **kwargs)
+    return str(raised.value)
+
+
+# ---------------------------------------------------------------- checks.py on its own
+
+def test_nan_is_reported_as_nan_not_as_a_sign_or_sum():
+    weights = torch.tensor([[0.5, 0.5], [float("nan"), 0.2]], dtype=torch.float64)
+    message = failure(expect_tensor, weights, (2, 2), "weights", finite=True)
+    assert "nan at index (1, 0)" in message and "1 of 4 entries" in message
+    message = failure(expect_close, weights, torch.full((2, 2), 0.5, dtype=torch.float64), "weights",
+                      hint="is the softmax applied?")
+    assert "nan at index (1, 0)" in message and "differs" not in message
+    assert expect_tensor(weights, (2, 2), "weights") is weights  # finite only when asked
+
+
+def test_a_mistake_is_named_only_when_it_explains_the_value():
+    expected = torch.linspace(1, 2, 6, dtype=torch.float64)
+    near_miss = expected + 3e-5  # 3x the default tolerance: no mistake explains that
+    message = failure(expect_close, near_miss, expected, "y", hint="check (F1)",
+                      diagnoses={"a mistake that does not change y here": expected.clone()})
+    assert "it matches" not in message and message.endswith("— check (F1)")
+    mistake = expected * 1.1
+    message = failure(expect_close, mistake + 1e-7, expected, "y", hint="check (F1)",
+                      diagnoses={"a mistake that does not change y here": expected.clone(),
+                                 "y is scaled by 1.1": mistake})
+    assert message.endswith("it matches what you get when y is scaled by 1.1")
+    # of two mistakes within the matching tolerance, the nearer is named; two equal ones both
+    message = failure(expect_close, mistake, expected, "y",
+                      diagnoses={"y is nearly scaled by 1.1": mistake + 5e-6, "y is scaled by 1.1": mistake})
+    assert message.endswith("it matches what you get when y is scaled by 1.1")
+    message = failure(expect_close, mistake, expected, "y",
+                      diagnoses={"A": mistake, "B": mistake.clone()})
+    assert message.endswith("it matches what you get when A, or when B")
+
+
+def test_float64_comparisons_name_a_float32_sized_miss():
+    expected = torch.linspace(-2, 3, 8, dtype=torch.float64)
+    rounded = expected.float().double() + 1e-7
+    message = failure(expect_close, rounded, expected, "out", atol=1e-10, rtol=1e-10, hint="(P3)",
+                      float64=True)
+    assert FLOAT32 in message and "(P3)" not in message
+    message = failure(expect_close, expected + 0.1, expected, "out", atol=1e-10, rtol=1e-10, hint="(P3)",
+                      float64=True)
+    assert FLOAT32 not in message and message.endswith("— (P3)")
+    message = failure(expect_close, rounded, expected, "out", atol=1e-10, rtol=1e-10, hint="(P3)")
+    assert FLOAT32 not in message  # only where the comparison is meant to be float64
+
+
+def test_gradient_messages_tell_rounding_from_a_cut_graph():
+    expected = torch.linspace(-1, 1, 10, dtype=torch.float64).reshape(2, 5)
+    hint = "the gradients follow from (F1)"
+    message = failure(expect_grad_close, expected * (1 + 3e-7) + 3e-7, expected, "d(y)/d(x)", hint=hint)
+    assert FLOAT32 in message and CUT not in message and hint not in message
+    cut = expected.clone()
+    cut[1, 3:] = 0.0
+    message = failure(expect_grad_close, cut, expected, "d(y)/d(x)", hint=hint)
+    assert "is 0 at index (1, 3)" in message and "2 of 10 entries" in message and CUT in message
+    assert "or does the output not depend on them" in message  # a wrong formula can be constant too
+    assert FLOAT32 not in message
+    message = failure(expect_grad_close, None, expected, "d(y)/d(x)", hint=hint)
+    assert "missing" in message and CUT in message
+    for wrong in (expected * 1.5, expected * (1 + 4e-5)):  # 4e-5: GELU's tanh approximation, not rounding
+        message = failure(expect_grad_close, wrong, expected, "d(y)/d(x)", hint=hint)
+        assert message.endswith(hint) and CUT not in message and FLOAT32 not in message
+    expect_grad_close(expected + 1e-12, expected, "d(y)/d(x)", tolerance=GRADIENT_TOLERANCE)
+
+
+# ---------------------------------------------------------------- the suites, end to end
+
+def edited_solutions(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    """A copy of solutions/ with `old` (exactly once in `file`) replaced by `new`."""
+    submission = tmp_path / "submission"
+    shutil.copytree(ROOT / "solutions", submission, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (submission / file).read_text()
+    assert text.count(old) == 1, old
+    (submission / file).write_text(text.replace(old, new))
+    return submission
+
+
+def run_cases(submission: Path, tmp_path: Path, component: str, *names: str) -> dict[str, Result]:
+    cases = [case for case in all_cases(components=(component,)) if case.name in names]
+    assert len(cases) == len(names)
+    sandbox = Sandbox(submission, tmp_path)
+    try:
+        return {case.name: run_case(case, GuardedStudent(sandbox)) for case in cases}
+    finally:
+        sandbox.close()
+
+
+SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))"
+SOFTMAX = "weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1)"
+
+
+@pytest.mark.sandbox
+def test_nan_weights_are_called_nan(tmp_path):
+    # dividing by sqrt(0): +-inf scores, NaN weights (inf - inf in the softmax)
+    submission = edited_solutions(tmp_path, "attention.py", SCORES, SCORES.replace("q.size(-1))", "0)"))
+    results = run_cases(submission, tmp_path, "attention", "sdpa_rows_are_distributions",
+                        "sdpa_matches_reference")
+    for result in results.values():
+        assert result.status is Status.FAILED
+        message = result.message
+        assert "weights is nan at index" in message and "negative" not in message, message
+
+
+@pytest.mark.sandbox
+def test_a_float32_softmax_is_told_from_a_cut_graph(tmp_path):
+    float32 = edited_solutions(tmp_path / "float32", "attention.py", SOFTMAX,
+                               SOFTMAX.replace("dim=-1)", "dim=-1, dtype=torch.float32).to(scores.dtype)"))
+    results = run_cases(float32, tmp_path / "float32", "attention", "sdpa_matches_reference",
+                        "sdpa_gradients")
+    assert results["sdpa_matches_reference"].status is Status.PASSED  # values: float32 rounding is fine
+    message = results["sdpa_gradients"].message
+    assert FLOAT32 in message and CUT not in message, message
+    detached = edited_solutions(tmp_path / "detached", "attention.py", "return weights @ v, weights",
+                                "return weights @ v.detach(), weights")
+    message = run_cases(detached, tmp_path / "detached", "attention", "sdpa_gradients")[
+        "sdpa_gradients"].message
+    assert "d(out)/d(v) is missing" in message and CUT in message and FLOAT32 not in message, message
+
+
+@pytest.mark.sandbox
+def test_mha_hints_name_only_the_cause_that_matches(tmp_path):
+    # a wrong scale in (A1), which MultiHeadAttention calls: neither a layout nor a dropout mistake
+    wrong_scale = edited_solutions(tmp_path / "scale", "attention.py", SCORES,
+                                   SCORES.replace("math.sqrt(q.size(-1))", "math.sqrt(q.size(-1) * 2)"))
+    results = run_cases(wrong_scale, tmp_path / "scale", "attention", "mha_matches_reference", "mha_dropout")
+    for result in results.values():
+        assert result.status is Status.FAILED
+        assert "transpose" not in result.message and "must be off in eval mode" not in result.message, (
+            result.message)
+    assert "differs with dropout=0.0 too" in results["mha_dropout"].message
+    split = "return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)"
+    viewed = edited_solutions(tmp_path / "view", "attention.py", split,
+                              "return t.reshape(B, self.n_heads, T, self.d_head)")
+    message = run_cases(viewed, tmp_path / "view", "attention", "mha_matches_reference")[
+        "mha_matches_reference"].message
+    assert "it matches what you get when the heads are split with .view(B, n_heads, T, d_head)" in message
+    eval_dropout = edited_solutions(tmp_path / "dropout", "attention.py", "heads = self.dropout(weights) @ v",
+                                    "heads = torch.nn.functional.dropout(weights, self.dropout.p) @ v")
+    message = run_cases(eval_dropout, tmp_path / "dropout", "attention", "mha_dropout")["mha_dropout"].message
+    assert "dropout must be off in eval mode" in message, message
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_rope_in_float32_fails_only_the_dtype_test(tmp_path):
+    bug = next(b for b in load_bugs().BUGS if b.name == "rope_float32_frequencies")
+    submission = load_bugs().materialize(bug, tmp_path)
+    components = tuple(c for c in COMPONENTS if c not in ("model", "analysis"))
+    failed = {r.name: r.message for r in judge(submission, components=components)
+              if r.status is not Status.PASSED}
+    assert list(failed) == ["rope_computes_in_input_dtype"], failed
+    assert FLOAT32 in failed["rope_computes_in_input_dtype"]
