@@ -7,7 +7,6 @@ component catches it. Target: no non-integration loss, at most 10 integration po
     python benchmarks/cross_component.py [--jobs 2] [--json FILE] [BUG ...]
 """
 import argparse
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -16,20 +15,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from grader.corpus import load_bugs
 from grader.spec import Status
 from grader.suites import all_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_bugs():
-    """examples/submissions/bugs.py (not a package)."""
-    path = ROOT / "examples" / "submissions" / "bugs.py"
-    spec = importlib.util.spec_from_file_location("example_submission_bugs", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def grade(submission: Path, scratch: Path) -> list[dict]:

@@ -5,28 +5,17 @@ a bug is caught when its own component loses points. Target (issue 8): at least 
     python benchmarks/public_catch.py [COMPONENT ...] [--jobs N]
 """
 import argparse
-import importlib.util
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from grader.corpus import load_bugs
 from grader.judge import judge
 from grader.spec import COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_bugs():
-    """examples/submissions/bugs.py (not a package)."""
-    path = ROOT / "examples" / "submissions" / "bugs.py"
-    spec = importlib.util.spec_from_file_location("example_submission_bugs", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def public_loss(job: tuple[str, str, str]) -> tuple[str, str, float, list[str]]:

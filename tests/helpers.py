@@ -4,8 +4,6 @@ tests/ is on pytest's `pythonpath`). Fixtures and hooks live in conftest.py.
 Seeded tensors come from the grader's own `grader.suites.strategies.randn(seed, *shape, dtype=...)`
 and `random_mask(seed, *shape)`: hypothesis draws the seed and the shapes, never the floats.
 """
-import importlib.util
-import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +12,7 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
+from grader import corpus
 from grader.spec import TOLERANCES as GRADER_TOLERANCES
 from grader.spec import Tolerance
 from grader.suites.strategies import randn
@@ -102,9 +101,5 @@ def torch_attn_mask(mask: torch.Tensor | None, bias: torch.Tensor | None,
 
 @cache
 def load_bugs() -> ModuleType:
-    """examples/submissions/bugs.py (not a package), imported once."""
-    spec = importlib.util.spec_from_file_location("example_submission_bugs", EXAMPLES / "bugs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """examples/submissions/bugs.py."""
+    return corpus.load_bugs(EXAMPLES / "bugs.py")

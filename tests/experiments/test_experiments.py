@@ -17,6 +17,8 @@ from experiments.runner import describe
 from grader.tasks import Task
 from helpers import ROOT as REPO
 
+pytestmark = pytest.mark.xdist_group("experiments")  # its module fixtures are costly: one worker builds them
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY_CSVS = ("positional", "norms", "dropout", "attention_patterns", "cost")
 

@@ -18,6 +18,8 @@ from grader.spec import COMPONENTS, DEPENDS
 from grader.submission import unpack
 from helpers import ROOT
 
+pytestmark = pytest.mark.xdist_group("notebook")  # its module fixtures are costly: one worker builds them
+
 HANDOUT = ROOT / "docs" / "lab.md"
 _ROW = r"^\s*{}\s+(?P<score>[\d.]+)/(?P<max>[\d.]+)\s+(?P<passed>\d+)/(?P<total>\d+)\s+(?P<status>\S.*?)\s*$"
 

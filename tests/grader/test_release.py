@@ -29,6 +29,8 @@ from grader.stubs import BEGIN, END, stale_stubs, stub_source
 from grader.suites import all_cases
 from helpers import ROOT
 
+pytestmark = pytest.mark.xdist_group("release")  # its module fixtures are costly: one worker builds them
+
 SOLUTIONS = ROOT / "solutions"
 IDIOMS = {"with torch.no_grad():", "model.eval()", "model.train()", "loss.backward()", "optimizer.step()",
           "for x, y in batches:", "logits = model(x)", "if mask is not None:", "if bias is not None:"}

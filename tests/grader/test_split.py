@@ -19,6 +19,8 @@ from grader.spec import COMPONENTS
 from grader.suites import all_cases
 from helpers import ROOT
 
+pytestmark = pytest.mark.xdist_group("split")  # its module fixtures are costly: one worker builds them
+
 GRADER = ROOT / "grader"
 PUBLIC = GRADER / "suites" / "public"
 FORBIDDEN = ("grader.reference", "solutions", "grader.suites.hidden")
