@@ -182,3 +182,16 @@ def test_grade_refuses_without_the_hidden_tests(release: Path):
     assert done.returncode != 0
     assert "hidden tests" in done.stderr
     assert not (release / "graded.json").exists()
+
+
+@pytest.mark.sandbox
+def test_grade_fails_closed_where_the_hidden_suites_are_but_the_reference_is_not(tmp_path: Path):
+    out = tmp_path / "grade.json"
+    program = ("import sys; sys.modules['solutions'] = None  # as if the reference were not installed\n"
+               "from grader.cli import main\n"
+               f"sys.exit(main(['grade', {str(ROOT / 'exercises')!r}, '--json', {str(out)!r}]))")
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "reference solutions" in done.stderr and "refusing to grade" in done.stderr
+    assert not out.exists()
