@@ -15,7 +15,8 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from grader.submission import MODULES, import_module, import_package
+from grader.sandbox.loader import import_module, import_package
+from grader.submission import MODULES
 from grader.tasks import Task
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -112,6 +113,17 @@ def evaluate(impl: Impl, model: nn.Module, batches: list[Batch]) -> dict:
     return impl.trainer.evaluate(model, batches)
 
 
+def xavier_init(model: nn.Module) -> nn.Module:
+    """Redraw every nn.Linear weight Xavier-uniform with zero bias, as the original Transformer did
+    (embeddings and LayerNorms keep the implementation's own initialisation)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    return model
+
+
 def layer_grad_norms(model: nn.Module) -> list[float]:
     """The gradient norm of each block's parameters (after a backward pass)."""
     return [math.sqrt(sum(float(p.grad.pow(2).sum()) for p in block.parameters() if p.grad is not None))
@@ -150,16 +162,44 @@ def train_summary(history: dict) -> dict:
     }
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and (sample) standard deviation over seeds; NaN-free inputs expected."""
+def mean_std(values: list[float | None]) -> tuple[float, float]:
+    """Mean and sample standard deviation of the finite values (over seeds); the std of a single
+    value is NaN (undefined, not zero), and both are NaN when no value is finite."""
     values = [v for v in values if finite(v)]
     if not values:
-        return float("nan"), float("nan")
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+        return math.nan, math.nan
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else math.nan)
 
 
 def fmt(mean: float, std: float | None = None, digits: int = 2) -> str:
-    """'0.93 ± 0.02' (or 'n/a' when nothing finite was measured)."""
+    """'0.93 ± 0.02', '0.93' when there is no spread to give (one seed), 'n/a' when nothing finite
+    was measured."""
     if not finite(mean):
         return "n/a"
-    return f"{mean:.{digits}f}" if not std else f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return f"{mean:.{digits}f}" if not finite(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def verdict(a: list[float | None], b: list[float | None]) -> str:
+    """How a compares with b over seeds: "higher", "lower", or "within noise" when the difference of
+    the means does not exceed the sum of the two standard deviations (the mean ± std intervals
+    overlap); "one seed, no spread" when either side has fewer than two finite values."""
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    if not (finite(sa) and finite(sb)):
+        return "one seed, no spread"
+    if abs(ma - mb) <= sa + sb:
+        return "within noise"
+    return "higher" if ma > mb else "lower"
+
+
+def change_verdict(changes: list[float | None]) -> str:
+    """How a paired change (after - before, one per seed) goes: "up" or "down" when its mean exceeds
+    its standard deviation over seeds (mean ± std excludes 0), "within noise" otherwise."""
+    mean, std = mean_std(changes)
+    if not finite(std):
+        return "one seed, no spread"
+    return "within noise" if abs(mean) <= std else ("up" if mean > 0 else "down")
+
+
+NOISE_RULE = ("A difference is called one only when the two means differ by more than the sum of "
+              "their standard deviations over seeds (the mean ± std intervals do not overlap); "
+              "otherwise it is \"within noise\".")

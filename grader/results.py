@@ -1,7 +1,26 @@
 """What one test produced: the data the judge hands to scoring and the reports."""
+import re
 from dataclasses import dataclass
 
 from .spec import Status
+
+MESSAGE_CHARS = 2000
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                     "\ufeff\ufff9-\ufffb]")
+"""Control characters (terminal escapes start with \\x1b), C1 controls, zero-width and
+bidirectional marks: what could rewrite a terminal or hide text. Newline and tab stay."""
+
+
+class Failed(AssertionError):
+    """A property the submission did not have; the message is shown to the student."""
+
+
+def safe_text(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` made safe for a terminal, JSON and Markdown: valid UTF-8 (a lone surrogate becomes
+    "?"), every unsafe character written as its escape (\\x1b), at most `limit` characters."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8")
+    text = _UNSAFE.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 @dataclass
@@ -12,6 +31,9 @@ class Result:
     max_score: float
     status: Status
     message: str
+
+    def __post_init__(self) -> None:
+        self.message = safe_text(self.message)  # it may quote the student's output
 
     def to_json(self) -> dict:
         return {**vars(self), "status": self.status.value}

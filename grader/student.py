@@ -10,10 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from .results import Failed
 from .sandbox.client import Sandbox
 from .sandbox.protocol import Handle
 
 MAX_CALL_SECONDS = 600.0
+REAL_KINDS = "biuf"
+"""numpy's kinds of bool, int, unsigned and float arrays: what tensors may come back as."""
 
 
 def to_wire(value: Any) -> Any:
@@ -42,6 +45,9 @@ class Student:
         if isinstance(value, Handle):
             return Remote(self, value)
         if isinstance(value, np.ndarray):
+            if value.dtype.kind not in REAL_KINDS:  # complex, text, records: never cast into a number
+                raise Failed(f"your code returned an array of {value.dtype} values, where real numbers "
+                             "(a float, integer or bool tensor) are expected")
             return torch.from_numpy(value)
         if isinstance(value, (tuple, list)):
             return type(value)(self.from_wire(v) for v in value)
@@ -86,6 +92,11 @@ class Remote:
 
     def __repr__(self) -> str:
         return "remote"
+
+    @property
+    def kind(self) -> str:
+        """What the object is (e.g. "a generator"), as the worker says."""
+        return f"{self.handle.kind} (an object of your code's)"
 
     def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self.student.call([self.handle, name], *args, **kwargs)

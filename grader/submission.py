@@ -1,4 +1,4 @@
-"""Finding and importing a submission: a directory of docs/spec.md files, a zip of one, or a notebook.
+"""Finding a submission: a directory of docs/spec.md files, a zip of one, or a notebook.
 
 A notebook is read, never run: each code cell that starts with `%%writefile NAME.py` (the
 Colab/Jupyter idiom) or `# file: NAME.py` becomes that file, as running the notebook would write
@@ -7,18 +7,12 @@ it (a later cell for the same file replaces it; `%%writefile -a` appends); other
 The exercise files are looked for in the folder given (or unpacked), else in the one folder below
 it that holds the most of them (a zip of a single folder, or of a whole repository).
 
-A submission is imported as a package of its own (its files use relative imports), under a
-name that cannot clash with the reference's `solutions`. The worker does this in the sandbox;
-the experiments do it in-process for code the user runs on their own machine anyway.
+Importing one is sandbox/loader.py's work.
 """
-import importlib
-import importlib.util
 import re
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 from .spec import COMPONENTS
 
@@ -111,24 +105,3 @@ def notebook_files(path: Path, scratch: Path) -> Path:
     for name, source in files.items():
         (scratch / name).write_text(source)
     return _package_root(scratch, path)
-
-
-def import_package(directory: Path, name: str = "submission") -> ModuleType:
-    """Import `directory` as a package called `name` (with or without an __init__.py)."""
-    directory = Path(directory).resolve()
-    init = directory / "__init__.py"
-    if init.is_file():
-        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
-    else:
-        spec = importlib.util.spec_from_loader(name, loader=None, is_package=True)
-        spec.submodule_search_locations = [str(directory)]
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[name] = package
-    if init.is_file():
-        spec.loader.exec_module(package)
-    return package
-
-
-def import_module(package: ModuleType, module: str) -> ModuleType:
-    """`package.module`, imported (its import errors propagate to the caller)."""
-    return importlib.import_module(f"{package.__name__}.{module}")

@@ -1,12 +1,15 @@
-"""The judge's side of the sandbox: start, call, time out and replace worker processes.
+"""The judge's side of the sandbox: confine, start, call, time out and replace worker processes.
 
-Each worker is a fresh interpreter (not a fork of the judge, which holds the reference), in a
-new session so that its whole process group can be killed, with its output going to a capped
+Each worker is a fresh interpreter (not a fork of the judge, which holds the reference), confined
+as the machine allows (`mode()`, docs/grading.md "Threat model"), with its output going to a capped
 log file rather than to the judge. A crash, exit, hang or oversized reply costs the call that
-caused it (WorkerLost); the next call starts a new worker.
+caused it (WorkerLost); the next call starts a new worker. When a worker is done with or lost,
+it and every process it started are killed before anything else happens.
 """
+import functools
+import itertools
 import os
-import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,11 +18,107 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..results import safe_text
+from .jail import SANDBOX, Confinement, Limits
 from .protocol import Deadline, ProtocolError, receive, send
 
 STARTUP_SECONDS = 60.0
-LOG_BYTES = 8 * 1024 * 1024
-_GRADER_PARENT = Path(__file__).resolve().parents[2]
+MODE_VARIABLE = "GRADER_SANDBOX"
+"""Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
+CODE_PACKAGE = "grader_sandbox"
+"""The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
+_WORKER_CODE = ("__init__.py", "jail.py", "loader.py", "protocol.py", "worker.py")
+_UID_BASE = 1 << 30
+_NOGROUP = 65534
+_HIDDEN_PACKAGES = ("grader", "solutions")
+_uids = itertools.count()
+
+
+def _runs(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+_NAMESPACES = ["--net", "--pid", "--fork", "--kill-child"]
+
+
+@functools.cache
+def mode() -> str:
+    """How workers are confined here: "root" (namespaces, a new root, an unprivileged uid),
+    "setuid" (root where namespaces are refused, e.g. a container without CAP_SYS_ADMIN: an
+    unprivileged uid only), "userns" (not root: namespaces only) or "plain" (limits only)."""
+    if os.environ.get(MODE_VARIABLE):
+        return os.environ[MODE_VARIABLE]
+    if os.geteuid() == 0:
+        return "root" if _runs([*_launcher("root"), "true"]) else "setuid"
+    return "userns" if _runs(["unshare", "--user", "--map-root-user", *_NAMESPACES, "true"]) else "plain"
+
+
+def _launcher(confinement_mode: str) -> list[str]:
+    if confinement_mode == "root":  # the judge's death kills unshare, whose death kills the namespace
+        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--propagation", "private",
+                *_NAMESPACES, "--"]
+    if confinement_mode == "userns":
+        return ["unshare", "--user", "--map-root-user", *_NAMESPACES, "--"]
+    return []
+
+
+def _module_folder(name: str) -> Path | None:
+    import importlib.util
+    spec = importlib.util.find_spec(name)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def _visible_paths() -> list[str]:
+    """What a worker needs to see in "root" mode: the system, Python, and the site-packages of
+    torch and numpy (read-only)."""
+    paths = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", sys.base_prefix,
+             sys.prefix}
+    for package in ("torch", "numpy"):
+        folder = _module_folder(package)
+        if folder is not None:
+            paths.add(str(folder.parent))
+    return sorted(paths)
+
+
+def _hidden_paths() -> list[str]:
+    """The grader (its hidden suites, the salt) and the reference, wherever they are installed."""
+    return [str(folder) for name in _HIDDEN_PACKAGES if (folder := _module_folder(name)) is not None]
+
+
+def _worker_uid() -> int:
+    """A uid no other process uses while this worker lives: this judge's pid and a counter (a judge
+    runs one worker at a time; 16 sandboxes of one process may overlap)."""
+    return _UID_BASE + (os.getpid() << 4 | next(_uids) & 15)
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process of `uid` (the worker's own: nothing else runs as it) until none is left."""
+    for _ in range(100):
+        found = False
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and _uid_of(entry) == uid:
+                found = True
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if not found:
+            return
+        time.sleep(0.01)
+
+
+def _uid_of(process: Path) -> int | None:
+    try:
+        for line in (process / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class WorkerLost(RuntimeError):
@@ -38,6 +137,8 @@ class StudentError(Exception):
     """
 
     def __init__(self, type_name: str, message: str, where: str = "", file: str = "", line: int = 0):
+        type_name, message, where, file = (safe_text(text, 1000)
+                                           for text in (type_name, message, where, file))
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message, self.where = type_name, message, where
         self.file, self.line = file, line
@@ -47,41 +148,48 @@ class StudentError(Exception):
         return f"{text} ({self.where})" if self.where else text
 
 
-def _limit_child() -> None:
-    # A print flood fills a capped file and then fails its own write; it cannot fill the disk.
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_BYTES, LOG_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-
 class Worker:
-    """One worker process serving one submission directory (never importing its `blocked` modules)."""
+    """One confined worker process serving one submission (never importing its `blocked` modules).
 
-    def __init__(self, submission_dir: Path, scratch: Path, blocked: frozenset[str] = frozenset()):
+    `area` is the sandbox's folder: area/code (the worker's code) and area/submission (a copy),
+    both read-only to the worker; each worker gets a new home folder of its own there.
+    """
+
+    def __init__(self, area: Path, blocked: frozenset[str], confinement_mode: str, limits: Limits):
+        self.mode = confinement_mode
+        self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
+        home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
+        if self.uid is not None:
+            os.chown(home, self.uid, _NOGROUP)
+        confinement = Confinement(self.mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
+                                  read_only=[*_visible_paths(), str(area / "code")], masked=_hidden_paths(),
+                                  submission=str(area / "submission"), home=str(home),
+                                  uid=self.uid or 0, gid=_NOGROUP, limits=limits)
+        in_jail = self.mode == "root"
         request_read, self._request = os.pipe()
         self._reply, reply_write = os.pipe()
-        log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=scratch)
-        os.close(log_fd)
-        self.log_path = Path(log_name)
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(scratch),
-            "PYTHONPATH": str(_GRADER_PARENT),
-            "PYTHONHASHSEED": "0",
+            "PATH": "/usr/bin:/bin",
+            "HOME": f"{SANDBOX}/home" if in_jail else str(home),
+            "TMPDIR": f"{SANDBOX}/home" if in_jail else str(home),
+            "PYTHONPATH": str(area / "code"),
             "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8",
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         }
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "grader.sandbox.worker", str(request_read), str(reply_write),
-                 str(Path(submission_dir).resolve()), ",".join(sorted(blocked))],
-                pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=scratch, env=env, start_new_session=True,
-                preexec_fn=_limit_child,
-            )
-        os.close(request_read)
-        os.close(reply_write)
+        log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=area.parent)
+        self.log_path = Path(log_name)
+        command = [*_launcher(self.mode), sys.executable, "-P", "-s", "-m", f"{CODE_PACKAGE}.jail",
+                   confinement.to_json(), str(request_read), str(reply_write), confinement.submission,
+                   ",".join(sorted(blocked))]
+        try:
+            self.process = subprocess.Popen(command, pass_fds=(request_read, reply_write), env=env, cwd=home,
+                                            stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        finally:
+            for fd in (log_fd, request_read, reply_write):
+                os.close(fd)
         self._ready = False
 
     def request(self, message: dict, timeout: float) -> Any:
@@ -97,10 +205,14 @@ class Worker:
         except (EOFError, OSError, ProtocolError) as error:
             self.close()
             raise WorkerLost(self._death_reason(error)) from None
-        if "error" in reply:
+        if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             error = reply["error"]
+            line = error.get("line")
             raise StudentError(str(error.get("type")), str(error.get("message")), str(error.get("where")),
-                               str(error.get("file", "")), int(error.get("line") or 0))
+                               str(error.get("file", "")), line if type(line) is int else 0)
+        if not isinstance(reply, dict) or "ok" not in reply:  # the student's code wrote to the channel
+            self.close()
+            raise WorkerLost("the worker's reply was refused: it is not a reply")
         return reply["ok"]
 
     def wait_ready(self) -> None:
@@ -120,13 +232,12 @@ class Worker:
         return "the process stopped answering"
 
     def close(self) -> None:
-        """Kill the worker's whole process group and wait for it."""
+        """Kill the worker and every process it started, and wait until they are gone."""
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._kill()
         self.process.wait()
+        if self.uid is not None:
+            _kill_uid(self.uid)  # "setuid" mode has no PID namespace; in "root" mode this finds none
         for fd in (self._request, self._reply):
             try:
                 os.close(fd)
@@ -134,19 +245,51 @@ class Worker:
                 pass
         self._request = self._reply = -1
 
+    def _kill(self) -> None:
+        if self.mode in ("root", "userns"):
+            # The namespace's first process: when it dies the kernel kills the rest, and unshare
+            # exits once they are all gone.
+            try:
+                children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+                target = int(children.split()[0]) if children.split() else self.process.pid
+            except OSError:
+                target = self.process.pid
+            try:
+                os.kill(target, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        else:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
 
 class Sandbox:
-    """A worker for one submission, replaced whenever one is lost."""
+    """A worker for one submission, replaced whenever one is lost.
 
-    def __init__(self, submission_dir: Path, scratch: Path):
+    It copies the submission and the worker's code into a folder of `scratch` that only root can
+    write (world-traversable in "setuid" mode, where the worker reaches them by their paths).
+    """
+
+    def __init__(self, submission_dir: Path, scratch: Path, limits: Limits | None = None):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
+        self.mode, self.limits = mode(), limits or Limits()
+        self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
+        shutil.copytree(self.submission_dir, self.area / "submission", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        shutil.copytree(Path(__file__).parent, self.area / "code" / CODE_PACKAGE,
+                        ignore=lambda folder, names: [n for n in names if n not in _WORKER_CODE])
+        if self.mode == "setuid":
+            for folder in (self.scratch, self.area):
+                folder.chmod(0o711)
         self.worker: Worker | None = None
         self.blocked: frozenset[str] = frozenset()
 
     def start(self) -> None:
         """Start a worker now, so that its imports overlap the judge's own work."""
         if self.worker is None:
-            self.worker = Worker(self.submission_dir, self.scratch, self.blocked)
+            self.worker = Worker(self.area, self.blocked, self.mode, self.limits)
 
     def block(self, module: str) -> None:
         """Never import this submission module again: importing it fails at once, in a new worker

@@ -34,7 +34,15 @@ class Deadline(RuntimeError):
 
 
 class Handle(int):
-    """A reference to an object that lives in the worker (a module, an optimizer, ...)."""
+    """A reference to an object that lives in the worker (a module, an optimizer, ...), and what
+    kind of object it is (for messages: "a generator")."""
+
+    kind: str
+
+    def __new__(cls, value: int, kind: str = "an object") -> "Handle":
+        handle = super().__new__(cls, value)
+        handle.kind = kind
+        return handle
 
 
 def encode(value: Any) -> bytes:
@@ -43,7 +51,7 @@ def encode(value: Any) -> bytes:
 
     def pack(v: Any) -> Any:
         if isinstance(v, Handle):
-            return {"$handle": int(v)}
+            return {"$handle": int(v), "kind": v.kind}
         if isinstance(v, np.ndarray):
             name = f"a{len(arrays)}"
             arrays[name] = v
@@ -88,8 +96,8 @@ def decode(body: bytes) -> Any:
         if isinstance(v, dict):
             if set(v) == {"$array"}:
                 return arrays[v["$array"]]
-            if set(v) == {"$handle"}:
-                return Handle(v["$handle"])
+            if set(v) == {"$handle", "kind"}:
+                return Handle(v["$handle"], str(v["kind"]))
             if set(v) == {"$tuple"}:
                 return tuple(unpack(x) for x in v["$tuple"])
             return {k: unpack(x) for k, x in v.items()}

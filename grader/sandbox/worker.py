@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..submission import import_module, import_package
+from .loader import import_module, import_package
 from .protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
@@ -117,8 +117,9 @@ class Session:
         return value
 
     def to_data(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.detach().cpu().resolve_conj().numpy().copy()
+        if isinstance(value, torch.Tensor) and value.layout is torch.strided and not value.is_quantized \
+                and value.device.type == "cpu":
+            return value.detach().resolve_conj().resolve_neg().numpy().copy()
         if isinstance(value, (bool, int, float, str, type(None))):
             return value
         if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
@@ -129,7 +130,7 @@ class Session:
             return {k: self.to_data(v) for k, v in value.items()}
         if isinstance(value, torch.dtype):
             return str(value)
-        handle = Handle(id(value))
+        handle = Handle(id(value), _kind(value))
         self.objects[int(handle)] = value
         return handle
 
@@ -215,6 +216,13 @@ class Session:
             type_name = TOO_MUCH_OUTPUT
             message = f"your code printed more than {limit} MiB: remove the prints"
         return {"type": type_name, "message": message[:1000], "where": where, "file": file, "line": line}
+
+
+def _kind(value: Any) -> str:
+    """What an object that stays in the worker is, for the judge's messages."""
+    if isinstance(value, torch.Tensor):  # sparse, quantized, on the meta device, ...
+        return f"a {value.layout} tensor on {value.device}" + (" (quantized)" if value.is_quantized else "")
+    return f"a {type(value).__name__}"
 
 
 def _empty_log() -> None:

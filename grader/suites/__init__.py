@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 
+from ..salt import PUBLIC_SALT, case_seed, deployment_salt
 from ..spec import COMPONENTS, Visibility
 
 GRADER_SETTINGS = settings(
-    derandomize=True,
     database=None,
     deadline=None,
     max_examples=12,
@@ -24,7 +24,8 @@ GRADER_SETTINGS = settings(
     suppress_health_check=list(HealthCheck),
     phases=(Phase.explicit, Phase.generate, Phase.shrink),
 )
-"""Every case runs under these (derandomized: the same submission gets the same examples)."""
+"""Every case runs under these, seeded from its name and a salt (grader/salt.py): the same
+submission gets the same examples every run of one deployment."""
 
 
 class HiddenTestsMissing(RuntimeError):
@@ -70,7 +71,9 @@ class Suite:
             if any(case.name == fn.__name__ for case in self.cases):
                 raise ValueError(f"{self.component} has two cases named {fn.__name__!r}")
             if hasattr(fn, "hypothesis"):
+                salt = PUBLIC_SALT if self.visibility is Visibility.PUBLIC else deployment_salt()
                 fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
+                fn = seed(case_seed(salt, self.component, fn.__name__))(fn)
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
                                    integration))

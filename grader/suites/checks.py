@@ -3,12 +3,15 @@
 A message says only what happened: NaN is reported as NaN (never as a wrong sign or sum), a
 mistake is named only when the submission's value matches it, and a float64 comparison that
 misses by float32 rounding says so instead of suggesting a wrong formula."""
+import math
 from collections.abc import Callable, Mapping
 
 import torch
 
+from ..results import Failed
 from ..sandbox.client import StudentError
 from ..spec import GRADIENT_TOLERANCE, Tolerance
+from ..student import Remote
 
 Diagnoses = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]]
 """Mistake sentence -> what a submission with that mistake returns (or a function building that)."""
@@ -25,20 +28,31 @@ explains: float32 keeps 7 digits and the tests' computations lose one or two (me
 GRAPH_CUT = ".detach(), .item(), numpy or .data"
 
 
-class Failed(AssertionError):
-    """A property the submission did not have; the message is shown to the student."""
-
-
 def expect(condition: bool, message: str) -> None:
     if not condition:
         raise Failed(message)
 
 
+def kind_of(value: object) -> str:
+    """What a value is, for messages: the type's name, or what the student's object is."""
+    return value.kind if isinstance(value, Remote) else type(value).__name__
+
+
 def shape_of(value: object) -> str:
-    """A tensor's shape, "missing" for None, else the type's name: for messages."""
+    """A tensor's shape, "missing" for None, else what it is: for messages."""
     if value is None:
         return "missing"
-    return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else type(value).__name__
+    return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else kind_of(value)
+
+
+def expect_number(value: object, what: str) -> float:
+    """value is a finite real number (or a one-element tensor of one), as a float."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    expect(isinstance(value, (int, float)) and not isinstance(value, bool),
+           f"{what} should be a float, got {kind_of(value)}")
+    expect(math.isfinite(value), f"{what} is {value}, expected a finite number")
+    return float(value)
 
 
 def expect_finite(value: torch.Tensor, what: str, hint: str = "") -> None:
@@ -54,7 +68,7 @@ def expect_finite(value: torch.Tensor, what: str, hint: str = "") -> None:
 
 def expect_tensor(actual: object, shape: tuple, what: str, *, finite: bool = False) -> torch.Tensor:
     """actual must be a tensor of this shape (and, with finite, hold no NaN or inf)."""
-    expect(isinstance(actual, torch.Tensor), f"{what} should be a tensor, got {type(actual).__name__}")
+    expect(isinstance(actual, torch.Tensor), f"{what} should be a tensor, got {kind_of(actual)}")
     expect(tuple(actual.shape) == tuple(shape),
            f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}")
     if finite and actual.is_floating_point():

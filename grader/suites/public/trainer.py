@@ -14,7 +14,7 @@ from torch import nn
 from ...spec import IGNORE_INDEX, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
-from ..checks import Failed, expect, expect_close
+from ..checks import Failed, expect, expect_close, expect_number
 from ..twins import load_twin, perturb
 
 suite = Suite("trainer", Visibility.PUBLIC)
@@ -67,19 +67,11 @@ def make_batches(seed: int, n: int, V: int, shapes: list[tuple[int, int]] | None
     return out
 
 
-def _number(value: object, what: str) -> float:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    expect(isinstance(value, (int, float)) and not isinstance(value, bool),
-           f"{what} should be a float, got {type(value).__name__}")
-    return float(value)
-
-
 def _floats(values: object, n: int, what: str) -> torch.Tensor:
     expect(isinstance(values, (list, tuple)),
            f"{what} should be a list of floats, got {type(values).__name__}")
     expect(len(values) == n, f"{what} has {len(values)} entries, expected {n} (one per step)")
-    return torch.tensor([_number(v, f"{what}[{i}]") for i, v in enumerate(values)], dtype=torch.float64)
+    return torch.tensor([expect_number(v, f"{what}[{i}]") for i, v in enumerate(values)], dtype=torch.float64)
 
 
 def read_history(result: object, steps: int) -> dict[str, torch.Tensor]:
@@ -110,7 +102,7 @@ def schedules(draw: st.DrawFn) -> dict:
 def student_lr(student: Student, step: int, config: dict) -> float:
     """The student's lr_schedule(step, **config), checked to be a number."""
     value = student.call("trainer.lr_schedule", step, **config)
-    return _number(value, f"lr_schedule({step}, ...)")
+    return expect_number(value, f"lr_schedule({step}, ...)")
 
 
 def describe(config: dict) -> str:
@@ -205,7 +197,7 @@ def check_groups(student: Student, layers: list, seed: int, weight_decay: float,
         expect(isinstance(group, dict) and "params" in group and "weight_decay" in group,
                f"group {g} should be a dict with keys 'params' and 'weight_decay', got "
                f"{sorted(group) if isinstance(group, dict) else type(group).__name__}")
-        decay = _number(group["weight_decay"], f"group {g}['weight_decay']")
+        decay = expect_number(group["weight_decay"], f"group {g}['weight_decay']")
         members = group["params"]
         expect(isinstance(members, (list, tuple)),
                f"group {g}['params'] should be a list of parameters, got {type(members).__name__} "
@@ -368,8 +360,8 @@ def read_evaluation(result: object) -> tuple[float, float]:
     expect(isinstance(result, dict) and "loss" in result and "accuracy" in result,
            f"evaluate should return {{'loss': float, 'accuracy': float}}, got "
            f"{sorted(result) if isinstance(result, dict) else type(result).__name__}")
-    return (_number(result["loss"], "evaluate(...)['loss']"),
-            _number(result["accuracy"], "evaluate(...)['accuracy']"))
+    return (expect_number(result["loss"], "evaluate(...)['loss']"),
+            expect_number(result["accuracy"], "evaluate(...)['accuracy']"))
 
 
 def hit_some(local: nn.Module, batches: list, seed: int) -> list:

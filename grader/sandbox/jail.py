@@ -1,0 +1,154 @@
+"""The worker's first steps, before it imports torch or the submission: confine, then serve.
+
+Started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see client.py), it applies
+the Confinement it is given and then runs worker.main in the same process:
+
+- "root" (the judge runs as root; started inside new mount, network and PID namespaces by
+  `unshare`): build a new root from read-only bind mounts of what Python and torch need (no
+  /home, /root, /tmp of the host, no grader or reference), mount a fresh /proc of the PID
+  namespace, chroot into it, then become the worker's own unprivileged uid with no way back
+  (no_new_privs, no capabilities).
+- "userns" (not root, user namespaces allowed; started by `unshare --user --map-root-user`):
+  the namespaces alone: no network, and every process dies with the worker.
+- "plain": nothing but the limits below.
+
+Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
+CPython documents as unsafe in a process with threads).
+"""
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import signal
+import sys
+from dataclasses import dataclass, field
+
+SANDBOX = "/sandbox"
+"""Inside the new root: SANDBOX/submission (read-only) and SANDBOX/home (writable, the working folder)."""
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
+_PR_SET_NO_NEW_PRIVS = 38
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+@dataclass
+class Limits:
+    """Resource limits of the worker and everything it starts (soft = hard: it cannot raise them)."""
+
+    memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
+    processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64
+    file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
+    open_files: int = 256
+    cpu_seconds: int = 900
+
+    def apply(self) -> None:
+        limits = {resource.RLIMIT_AS: self.memory_bytes, resource.RLIMIT_NPROC: self.processes,
+                  resource.RLIMIT_FSIZE: self.file_bytes, resource.RLIMIT_NOFILE: self.open_files,
+                  resource.RLIMIT_CPU: self.cpu_seconds, resource.RLIMIT_CORE: 0}
+        for name, value in limits.items():
+            resource.setrlimit(name, (value, value))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past file_bytes fails (EFBIG), not the worker
+
+
+@dataclass
+class Confinement:
+    """What the judge asks of one worker (sent as JSON on the command line)."""
+
+    mode: str  # "root", "userns" or "plain"
+    root: str = ""  # an empty folder of the host that becomes "/" ("root" mode)
+    read_only: list[str] = field(default_factory=list)  # host paths bound at the same place (the worker's
+    # code among them: Python finds the rest of its package where it found jail.py)
+    masked: list[str] = field(default_factory=list)  # paths inside read_only hidden by an empty folder
+    submission: str = ""  # host folder bound at SANDBOX/submission
+    home: str = ""  # host folder (owned by uid) bound at SANDBOX/home
+    uid: int = 0
+    gid: int = 0
+    limits: Limits = field(default_factory=Limits)
+
+    def to_json(self) -> str:
+        return json.dumps({**vars(self), "limits": vars(self.limits)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Confinement":
+        data = json.loads(text)
+        return cls(**{**data, "limits": Limits(**data["limits"])})
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    if _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount {source} on {target}: {os.strerror(error)}")
+
+
+def _bind(source: str, target: str, writable: bool = False, device: bool = False) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, _MS_BIND | _MS_REC)
+    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | (0 if device else _MS_NODEV) | (0 if writable else _MS_RDONLY)
+    _mount(None, target, None, flags)
+
+
+def _inside(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+def build_root(c: Confinement) -> None:
+    """Mount the new root's file system at c.root (in this process's private mount namespace)."""
+    _mount("tmpfs", c.root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=0755")
+    tmp = _inside(c.root, "/tmp")
+    os.makedirs(tmp)
+    _mount("tmpfs", tmp, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
+    for path in c.read_only:
+        if os.path.islink(path):  # e.g. /bin -> usr/bin on a merged-/usr system
+            os.makedirs(os.path.dirname(_inside(c.root, path)), exist_ok=True)
+            os.symlink(os.readlink(path), _inside(c.root, path))
+        elif os.path.exists(path):
+            _bind(path, _inside(c.root, path))
+    for path in c.masked:
+        target = _inside(c.root, path)
+        if os.path.isdir(target):
+            _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0555")
+    _bind(c.submission, _inside(c.root, f"{SANDBOX}/submission"))
+    _bind(c.home, _inside(c.root, f"{SANDBOX}/home"), writable=True)
+    for name in _DEVICES:
+        _bind(f"/dev/{name}", _inside(c.root, f"/dev/{name}"), writable=True, device=True)
+    os.makedirs(_inside(c.root, "/proc"))
+    _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def become_worker(c: Confinement) -> None:
+    """chroot into the new root and drop to c.uid for good."""
+    os.chroot(c.root)
+    os.chdir(f"{SANDBOX}/home")
+    os.setgroups([])
+    os.setresgid(c.gid, c.gid, c.gid)
+    os.setresuid(c.uid, c.uid, c.uid)  # from root to another uid: every capability goes too
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def main(argv: list[str]) -> None:
+    confinement = Confinement.from_json(argv[0])
+    worker_args = argv[1:]
+    if confinement.mode == "root":
+        build_root(confinement)
+        confinement.limits.apply()  # as root, before the uid changes: the hard limits hold after it
+        become_worker(confinement)
+        worker_args = [*worker_args[:2], f"{SANDBOX}/submission", *worker_args[3:]]
+    else:
+        confinement.limits.apply()
+    from .worker import main as serve  # torch and the submission come only now
+
+    serve(worker_args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
