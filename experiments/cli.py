@@ -3,9 +3,11 @@ implementation and write a report.
 
     grader experiments [--impl solutions|exercises|PATH] [--quick] [--seeds N] [--out DIR]
 
-Writes DIR/report.md (tables, findings, PNG figures) and the raw numbers (DIR/results.json,
-one CSV per study). Finished runs are cached in DIR/runs/ (one JSON per run, keyed by its
-config and the implementation's source), so an interrupted command resumes where it stopped.
+Writes DIR/report.md (tables, findings, PNG figures), the same report as a notebook
+(DIR/report.ipynb) and as one self-contained web page (DIR/report.html), and the raw numbers
+(DIR/results.json, one CSV per study). Every table and figure names whose code it measures.
+Finished runs are cached in DIR/runs/ (one JSON per run, keyed by its config and the
+implementation's source), so an interrupted command resumes where it stopped.
 """
 import argparse
 import importlib
@@ -22,6 +24,7 @@ from grader.submission import SubmissionError, unpack
 from . import report
 from .common import Impl
 from .presets import preset
+from .report import Output
 from .runner import Cache, default_jobs, run_all
 
 STUDIES = ("positional", "norms", "dropout", "attention_patterns", "cost")
@@ -49,6 +52,14 @@ def _directory(impl: str, scratch: Path) -> Path:
     if not path.exists() and impl in ("solutions", "exercises") and (REPO / impl).is_dir():
         path = REPO / impl
     return unpack(path, scratch)
+
+
+def whose(impl: str, directory: Path, digest: str) -> str:
+    """Whose code a report measures, as every table and figure says it: the reference, or the
+    implementation as given on the command line, with the start of its source's sha256."""
+    if directory.resolve() == (REPO / "solutions").resolve():
+        return "reference solutions"
+    return f"{Path(impl).name or impl} (sha256 {digest[:8]})"
 
 
 def _key(study) -> str:
@@ -89,31 +100,51 @@ def run(args: argparse.Namespace) -> int:
             print(f"\ninterrupted: finished runs are cached in {out / 'runs'}; "
                   "rerun the same command to resume", file=sys.stderr)
             return 130
+    who = whose(args.impl, impl.directory, impl.digest)
     sections, i = [], 0
     for study, rs in planned:
         pairs = list(zip(rs, outcomes[i:i + len(rs)], strict=True))
-        sections.append(study.section(config[_key(study)], pairs, out))
+        section = study.section(config[_key(study)], pairs, Output(out, who))
+        section.number = STUDIES.index(_key(study)) + 1  # the same number whatever --only selects
+        sections.append(section)
         i += len(rs)
-    cached = sum(o["cached"] for o in outcomes)
-    cpu = sum(o.get("cpu_seconds", 0.0) for o in outcomes) / 60
-    header = [
-        f"- Implementation: `{args.impl}` (source sha256 `{impl.digest[:12]}`); torch {torch.__version__}, "
-        f"one thread per run.",
-        f"- Preset: {'quick' if args.quick else 'full'}; reproduce with `{_command(args)}`.",
-        f"- {len(flat)} runs ({cached} reused from the cache of an earlier invocation); "
-        f"CPU time summed over runs {cpu:.1f} min (so at least {cpu / 2:.1f} min of wall time "
-        f"with 2 workers); this invocation took {(time.perf_counter() - start) / 60:.1f} min "
-        f"with {args.jobs} worker(s).",
-    ]
     report_path = Path(args.report) if args.report else out / "report.md"
-    report.write(sections, out, report_path, header)
+    written, problems = report.write(sections, Output(out, who), report_path,
+                                     _header(args, impl, who, planned, outcomes, time.perf_counter() - start))
     for s in sections:
         for message in s.skipped:
             print(f"{s.key}: skipped: {message}", file=sys.stderr)
         for message in s.errors:
             print(f"{s.key}: error: {message}", file=sys.stderr)
-    print(f"wrote {report_path}", file=sys.stderr)
+    for problem in problems:
+        print(f"note: {problem} (the report needs nbconvert: pip install nbconvert)", file=sys.stderr)
+    print("wrote " + ", ".join(str(path) for path in written.values()), file=sys.stderr)
     return 1 if any(s.errors for s in sections) else 0
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _header(args: argparse.Namespace, impl: Impl, who: str, planned: list, outcomes: list[dict],
+            seconds: float) -> list[str]:
+    """The report's first lines: whose code, how to reproduce it, and the measured times."""
+    cached = sum(o["cached"] for o in outcomes)
+    cpu, i = {}, 0
+    for study, rs in planned:
+        cpu[_key(study)] = sum(o.get("cpu_seconds", 0.0) for o in outcomes[i:i + len(rs)])
+        i += len(rs)
+    total = sum(cpu.values())
+    return [
+        f"- Code: **{who}** (`{args.impl}`, source sha256 `{impl.digest[:12]}`); torch {torch.__version__}, "
+        f"one thread per run.",
+        f"- Preset: {'quick' if args.quick else 'full'}; reproduce with `{_command(args)}`.",
+        f"- {len(outcomes)} runs ({cached} reused from the cache of an earlier invocation). CPU time of the "
+        f"runs, as each run measured it: {_duration(total)} ("
+        + ", ".join(f"{key} {_duration(t)}" for key, t in cpu.items())
+        + f"), so at least {_duration(total / 2)} of wall time with 2 workers. This invocation took "
+        f"{_duration(seconds)} of wall time with {args.jobs} worker(s).",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

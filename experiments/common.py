@@ -182,8 +182,11 @@ def fmt(mean: float, std: float | None = None, digits: int = 2) -> str:
 def verdict(a: list[float | None], b: list[float | None]) -> str:
     """How a compares with b over seeds: "higher", "lower", or "within noise" when the difference of
     the means does not exceed the sum of the two standard deviations (the mean ± std intervals
-    overlap); "one seed, no spread" when either side has fewer than two finite values."""
+    overlap); "one seed, no spread" when either side has fewer than two finite values ("nothing to
+    compare" when it has none)."""
     (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    if not (finite(ma) and finite(mb)):
+        return "nothing to compare"
     if not (finite(sa) and finite(sb)):
         return "one seed, no spread"
     if abs(ma - mb) <= sa + sb:
@@ -201,5 +204,5 @@ def change_verdict(changes: list[float | None]) -> str:
 
 
 NOISE_RULE = ("A difference is called one only when the two means differ by more than the sum of "
-              "their standard deviations over seeds (the mean ± std intervals do not overlap); "
-              "otherwise it is \"within noise\".")
+              "their standard deviations (the mean ± std intervals do not overlap); otherwise it is "
+              "\"within noise\".")

@@ -6,12 +6,24 @@ without dropout), their gap, and the cost in steps (first step at which held-out
 reaches the target, and the step of the best held-out loss).
 """
 import itertools
-from pathlib import Path
 
 from grader.tasks import Task
 
-from .common import EVAL_SEED, Impl, build, evaluate, fit, fixed, fmt, mean_std, train_summary
-from .report import Section, Table, figure, plt, split
+from .common import (
+    EVAL_SEED,
+    NOISE_RULE,
+    Impl,
+    build,
+    evaluate,
+    fit,
+    fixed,
+    fmt,
+    mean_std,
+    train_summary,
+    verdict,
+)
+from .plots import band, legend_below, log_y, rate_color, subplots
+from .report import Output, Section, Table, prose, split
 from .runner import Run
 
 VERSION = 1
@@ -49,14 +61,14 @@ def runs(cfg: dict) -> list[Run]:
             for rate in cfg["rates"] for seed in range(cfg["seeds"])]
 
 
-def section(cfg: dict, pairs: list, out: Path) -> Section:
+def section(cfg: dict, pairs: list, out: Output) -> Section:
     ok, skipped, errors = split(pairs)
-    s = Section("dropout", TITLE, intro=__doc__.split("\n\n", 1)[1].replace("\n", " ") + (
+    s = Section("dropout", TITLE, intro=prose(__doc__) + (
         f" Task: **{cfg['task']}** (prompt length {cfg['length']}, {cfg['n_symbols']} symbols), "
         f"{cfg['train_examples']} training sequences, {cfg['steps']} steps of batch {cfg['batch_size']} "
         f"(about {cfg['steps'] * cfg['batch_size'] // max(1, cfg['train_examples'])} epochs), "
         f"lr {cfg['lr']}, {cfg['seeds']} seed(s); "
-        "dropout on the embeddings, the attention weights and each sublayer output."),
+        "dropout on the embeddings, the attention weights and each sublayer output. ") + NOISE_RULE,
         skipped=skipped, errors=errors)
     if not ok:
         return s
@@ -71,40 +83,57 @@ def section(cfg: dict, pairs: list, out: Path) -> Section:
                        "best_held_out_step": r["best_held_out_step"], "steps_to_target": r["steps_to_target"],
                        "seconds": r["seconds"]})
 
-    def stat(rate: float, key: str) -> tuple[float, float]:
-        return mean_std([row[key] for row in s.rows if row["rate"] == rate and row[key] is not None])
+    def values(rate: float, key: str) -> list:
+        return [row[key] for row in s.rows if row["rate"] == rate]
+
+    def stat(rate: float, key: str, digits: int = 3) -> str:
+        text = fmt(*mean_std(values(rate, key)), digits=digits)
+        return "not reached" if key == "steps_to_target" and text == "n/a" else text
 
     target = cfg["target_accuracy"]
+    rates = sorted(by)
     rows = []
-    for rate in sorted(by):
-        n_reached = sum(row["steps_to_target"] is not None for row in s.rows if row["rate"] == rate)
-        reached = fmt(*stat(rate, "steps_to_target"), digits=0) if n_reached else "not reached"
-        rows.append([f"{rate:g}", fmt(*stat(rate, "train_loss"), digits=3),
-                     fmt(*stat(rate, "held_out_loss"), digits=3), fmt(*stat(rate, "gap"), digits=3),
-                     fmt(*stat(rate, "held_out_accuracy"), digits=3),
-                     f"{reached} ({n_reached}/{len(by[rate])})",
-                     fmt(*stat(rate, "best_held_out_step"), digits=0)])
+    for rate in rates:
+        n_reached = sum(v is not None for v in values(rate, "steps_to_target"))
+        rows.append([f"{rate:g}", stat(rate, "train_loss"), stat(rate, "held_out_loss"), stat(rate, "gap"),
+                     stat(rate, "held_out_accuracy"),
+                     f"{stat(rate, 'steps_to_target', 0)} ({n_reached}/{len(by[rate])})",
+                     stat(rate, "best_held_out_step", 0)])
     s.tables.append(Table(f"At the end of training (mean ± std over seeds); steps to reach held-out accuracy "
                           f"{target} (seeds that reached it)",
                           ["dropout", "train loss", "held-out loss", "gap", "held-out acc",
                            f"steps to acc {target}", "step of best held-out loss"], rows))
-    s.data = {"by_rate": {f"{rate:g}": {k: stat(rate, k) for k in ("train_loss", "held_out_loss", "gap",
-                                                                     "held_out_accuracy", "steps_to_target")}
-                          for rate in by}}
-    s.findings = [f"Dropout {rate:g}: train loss {stat(rate, 'train_loss')[0]:.3f}, held-out "
-                  f"{stat(rate, 'held_out_loss')[0]:.3f}, gap {stat(rate, 'gap')[0]:.3f}, held-out accuracy "
-                  f"{stat(rate, 'held_out_accuracy')[0]:.3f}." for rate in sorted(by)]
-    fig, axes = plt.subplots(1, 2, figsize=(7, 2.8))
-    for i, rate in enumerate(sorted(by)):
-        curve = by[rate][0]["curve"]  # seed 0's curves (the table averages all seeds)
-        steps = [p["step"] for p in curve]
-        axes[0].plot(steps, [p["train_loss"] for p in curve], ls="--", color=f"C{i}")
-        axes[0].plot(steps, [p["held_out_loss"] for p in curve], color=f"C{i}", label=f"dropout {rate:g}")
-        axes[1].plot(steps, [p["held_out_accuracy"] for p in curve], color=f"C{i}", label=f"dropout {rate:g}")
-    axes[0].set(xlabel="step", ylabel="loss (dashed: train, solid: held-out)", yscale="log")
-    axes[1].set(xlabel="step", ylabel="held-out accuracy")
-    axes[1].axhline(target, color="grey", lw=0.8, ls=":")
-    axes[1].legend(fontsize=7)
-    s.figures.append((figure(out, "dropout_curves.png", fig),
-                      "Train vs held-out loss and held-out accuracy (seed 0)."))
+    keys = ("train_loss", "held_out_loss", "gap", "held_out_accuracy", "steps_to_target")
+    s.data = {"by_rate": {f"{rate:g}": {k: mean_std(values(rate, k)) for k in keys} for rate in rates}}
+    base = rates[0]
+    names = {"held_out_loss": ("held-out loss", 3), "gap": ("gap", 3),
+             "held_out_accuracy": ("held-out accuracy", 3),
+             "steps_to_target": (f"steps to accuracy {target}", 0)}
+    for rate in rates[1:]:
+        s.findings.append(f"Dropout {rate:g} against {base:g}: " + "; ".join(
+            f"{name} {stat(rate, k, digits)} vs {stat(base, k, digits)} "
+            f"({verdict(values(rate, k), values(base, k))})" for k, (name, digits) in names.items()) + ".")
+    s.figures.append((_curves(out, by, target), "Train (dashed) and held-out (solid) loss in eval mode, and "
+                      "held-out accuracy, during training: mean over seeds with a ±1 std band."))
     return s
+
+
+def _curves(out: Output, by: dict, target: float) -> str:
+    fig, axes = subplots(2, height=3.8)
+    loss_ax, acc_ax = axes[0]
+    rates = sorted(by)
+    for rate in rates:
+        color = rate_color(rate, rates)
+        curves = [r["curve"] for r in by[rate]]
+        steps = [p["step"] for p in curves[0]]
+        band(loss_ax, steps, [[p["train_loss"] for p in c] for c in curves], color=color, ls="--")
+        band(loss_ax, steps, [[p["held_out_loss"] for p in c] for c in curves], color=color,
+             label=f"dropout {rate:g}")
+        band(acc_ax, steps, [[p["held_out_accuracy"] for p in c] for c in curves], color=color,
+             label=f"dropout {rate:g}")
+    loss_ax.set(xlabel="step", ylabel="loss (eval mode)", title="train (dashed) and held-out loss")
+    log_y(loss_ax)
+    acc_ax.axhline(target, color="grey", lw=1, ls=":", label=f"accuracy {target}")
+    acc_ax.set(xlabel="step", ylabel="held-out accuracy", title="held-out accuracy")
+    legend_below(fig, [loss_ax, acc_ax])
+    return out.figure("dropout_curves.png", fig, "Dropout on a small training set")

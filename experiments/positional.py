@@ -4,14 +4,26 @@ Train on prompts of every length in [L/2, L], test at L (in distribution) and be
 2L (length generalisation, ALiBi's "train short, test long"). "learned" gets max_len covering
 2L, so it runs there, but its rows past the training lengths were never trained (marked †).
 """
-from pathlib import Path
-
 import torch
 
 from grader.tasks import Task
 
-from .common import EVAL_SEED, Impl, build, evaluate, fit, fixed, fmt, mean_std, stream, train_summary
-from .report import Section, Table, figure, plt, split
+from .common import (
+    EVAL_SEED,
+    NOISE_RULE,
+    Impl,
+    build,
+    evaluate,
+    fit,
+    fixed,
+    fmt,
+    mean_std,
+    stream,
+    train_summary,
+    verdict,
+)
+from .plots import ENCODING_COLORS, band, legend_below, subplots
+from .report import Output, Section, Table, split
 from .runner import Run
 
 VERSION = 1
@@ -58,22 +70,24 @@ def runs(cfg: dict) -> list[Run]:
             for t in cfg["tasks"] for enc in cfg["encodings"] for seed in range(cfg["seeds"])]
 
 
-def _plot(out: Path, cfg: dict, stats: dict) -> str:
+def _plot(out: Output, cfg: dict, by: dict) -> str:
     tasks = [t["task"] for t in cfg["tasks"]]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks), 2.8), squeeze=False)
+    fig, axes = subplots(len(tasks), height=3.6, sharey=True)
     for ax, task in zip(axes[0], tasks, strict=True):
         for enc in cfg["encodings"]:
-            if (task, enc) in stats:
-                acc = [stats[task, enc][str(n)]["accuracy"][0] for n in cfg["test_lengths"]]
-                ax.plot(cfg["test_lengths"], acc, marker="o", label=enc)
-        ax.axvline(cfg["train_length"], color="grey", lw=0.8, ls="--")
-        ax.set(title=task, xlabel="prompt length (dashed: longest trained)", ylim=(0, 1.02))
-    axes[0][0].set_ylabel("answer token accuracy")
-    axes[0][-1].legend(fontsize=7)
-    return figure(out, "positional_length.png", fig)
+            if (task, enc) in by:
+                band(ax, cfg["test_lengths"],
+                     [[r["test"][str(n)]["accuracy"] for n in cfg["test_lengths"]] for r in by[task, enc]],
+                     color=ENCODING_COLORS[enc], marker="o", label=enc)
+        ax.axvline(cfg["train_length"], color="grey", lw=1, ls="--")
+        ax.set(title=task, xlabel="prompt length (dashed: longest trained)", ylim=(0, 1.02),
+               xticks=cfg["test_lengths"])
+    axes[0][0].set_ylabel("answer-token accuracy")
+    legend_below(fig, axes[0])
+    return out.figure("positional_length.png", fig, "Accuracy against prompt length")
 
 
-def section(cfg: dict, pairs: list, out: Path) -> Section:
+def section(cfg: dict, pairs: list, out: Output) -> Section:
     ok, skipped, errors = split(pairs)
     L = cfg["train_length"]
     s = Section("positional", TITLE, intro=(
@@ -88,7 +102,7 @@ def section(cfg: dict, pairs: list, out: Path) -> Section:
         "it sees, not their order. The only order signal left is the causal mask (a token can count how "
         "many tokens precede it), which the model must learn to turn into positions; on reverse that is "
         "slow and imperfect, while on majority it is not needed at all. "
-        "† \"learned\" rows past the longest trained sequence are untrained embeddings."),
+        "† \"learned\" rows past the longest trained sequence are untrained embeddings. " + NOISE_RULE),
         skipped=skipped, errors=errors)
     if not ok:
         return s
@@ -117,30 +131,34 @@ def section(cfg: dict, pairs: list, out: Path) -> Section:
                          fmt(*st[longest]["accuracy"]) + dagger, fmt(*st[longest]["loss"]) + dagger])
     s.tables.append(Table(f"Answer-token accuracy and loss at the longest trained length L={L} and at "
                           f"{longest}", header, rows))
-    s.figures.append((_plot(out, cfg, stats),
-                      "Accuracy against prompt length (trained up to the dashed line)."))
-    s.findings = _findings(cfg, stats)
+    s.figures.append((_plot(out, cfg, by), "Answer-token accuracy against prompt length (trained up to the "
+                      "dashed line): mean over seeds with a ±1 std band."))
+    s.findings = _findings(cfg, by)
     return s
 
 
-def _findings(cfg: dict, stats: dict) -> list[str]:
+def _findings(cfg: dict, by: dict) -> list[str]:
+    """Per task and length: the best encoding, the ones within noise of it, and where "none" stands."""
     L, longest = str(cfg["train_length"]), str(max(cfg["test_lengths"]))
     found = []
     for t in cfg["tasks"]:
         task = t["task"]
-        here = {enc: st for (tk, enc), st in stats.items() if tk == task}
+        here = {enc: results for (tk, enc), results in by.items() if tk == task}
         if not here:
             continue
-        acc = {enc: st[L]["accuracy"][0] for enc, st in here.items()}
-        best = max(acc, key=acc.get)
-        line = (f"{task}, at L={L}: " + ", ".join(f"{enc} {a:.2f}" for enc, a in acc.items())
-                + f" (best: {best}"
-                + (f"; \"none\" trails it by {acc[best] - acc['none']:.2f}" if "none" in acc else "")
-                + ").")
-        if longest != L:
-            far = {enc: st[longest]["accuracy"][0] for enc, st in here.items()}
-            best_far = max(far, key=far.get)
-            line += (f" At {longest}: " + ", ".join(f"{enc} {a:.2f}" for enc, a in far.items())
-                     + f" (best: {best_far}).")
-        found.append(line)
+        parts = []
+        for n in dict.fromkeys([L, longest]):
+            acc = {enc: [r["test"][n]["accuracy"] for r in results] for enc, results in here.items()}
+            best = max(acc, key=lambda enc: mean_std(acc[enc])[0])
+            verdicts = {enc: verdict(acc[enc], acc[best]) for enc in acc if enc != best}
+            tied = [enc for enc, v in verdicts.items() if v == "within noise"]
+            text = f"at {n}: best {best} ({fmt(*mean_std(acc[best]))})"
+            if any(v.startswith("one seed") for v in verdicts.values()):
+                text += " (one seed: differences not judged)"
+            else:
+                text += f", within noise of it: {', '.join(tied)}" if tied else ", ahead of all beyond noise"
+            if "none" in acc and best != "none":
+                text += f"; \"none\" {fmt(*mean_std(acc['none']))} ({verdict(acc['none'], acc[best])})"
+            parts.append(text)
+        found.append(f"{task}: " + "; ".join(parts) + ".")
     return found

@@ -53,11 +53,16 @@ def clean(obj):
     return obj
 
 
-def dump(obj, path: Path) -> None:
-    """Write JSON atomically (a run killed mid-write leaves no half file behind)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(clean(obj), indent=1, allow_nan=False))
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file atomically (a process killed mid-write leaves the old file, not half a new one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+def dump(obj, path: Path) -> None:
+    """Write strict JSON atomically."""
+    write_atomic(path, json.dumps(clean(obj), indent=1, allow_nan=False))
 
 
 class Cache:

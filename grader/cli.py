@@ -1,4 +1,5 @@
-"""The `grader` command line: check, grade, release-stubs, release, list-tests, and plugin commands.
+"""The `grader` command line: check, grade, grade-all, audit, release-stubs, release, list-tests, and
+plugin commands.
 
 A plugin command is an entry point in the `grader.commands` group, a `main(argv) -> int`
 (e.g. `grader experiments`, from the experiments package): the grader never imports it
@@ -10,13 +11,15 @@ import tempfile
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
+from .corpus import DEFAULT as DEFAULT_CORPUS
+from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from .spec import COMPONENTS
 from .stubs import EditedStubs, release_stubs
 
 PLUGIN_GROUP = "grader.commands"
 # The student release (`grader release`) ships without the hidden suites, and refuses these commands.
 STUDENT_RELEASE = not (Path(__file__).parent / "suites" / "hidden").is_dir()
-INSTRUCTOR_COMMANDS = ("grade", "release-stubs", "release")
+INSTRUCTOR_COMMANDS = ("grade", "grade-all", "audit", "release-stubs", "release", "autograder")
 
 
 def _components(text: str | None) -> tuple[str, ...]:
@@ -25,6 +28,7 @@ def _components(text: str | None) -> tuple[str, ...]:
 
 def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str) -> int:
     from .report import public_share, terminal, write_json
+    from .results import safe_text
     from .sandbox.client import Sandbox
     from .scoring import scorecard
     from .submission import SubmissionError, unpack
@@ -52,10 +56,10 @@ def _run_judge(args: argparse.Namespace, path: str, public_only: bool, title: st
             print(f"grader: {error}", file=sys.stderr)
             return 2
     print(file=sys.stderr)
-    print(terminal(card, f"{title}: {path}"))
+    print(terminal(card, safe_text(f"{title}: {path}")))
     if public_only:
         print(f"\n{public_share(card)}")
-    if args.json:
+    if args.json:  # last: the grading and its report went through, and every worker is dead
         write_json(card, Path(args.json))
     return 0
 
@@ -66,6 +70,44 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     return _run_judge(args, args.path, True, "Check (public tests)")
+
+
+def _grade_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The `grader grade` options that grade-all passes on to each grading."""
+    unknown = [name for name in _components(args.only) if name not in COMPONENTS]
+    if unknown:
+        raise ValueError(f"--only: no component {', '.join(unknown)} (components: {', '.join(COMPONENTS)})")
+    return ((("--only", args.only) if args.only else ())
+            + (("--timeout-scale", f"{args.timeout_scale:g}") if args.timeout_scale != 1 else ()))
+
+
+def _grade_all(args: argparse.Namespace) -> int:
+    from .classroom import ClassError
+    from .grade_all import grade_all
+    from .runner import BACKSTOP_SECONDS, VersionMismatch, default_workers
+
+    try:
+        seconds = BACKSTOP_SECONDS * max(1.0, args.timeout_scale)
+        return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
+                         args.scheduler, _grade_options(args), seconds, args.similarity)
+    except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach
+        print(f"grader grade-all: {error}", file=sys.stderr)
+        return 2
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .audit import audit, table
+    from .runner import VersionMismatch, default_workers
+
+    try:
+        catches = audit(Path(args.corpus), args.bugs, args.jobs or default_workers(), args.scheduler)
+    except (VersionMismatch, ValueError, OSError) as error:
+        print(f"grader audit: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # the runner has stopped the gradings under way
+        return 130
+    print(table(catches))
+    return 0
 
 
 def _release_stubs(args: argparse.Namespace) -> int:
@@ -86,6 +128,19 @@ def _release(args: argparse.Namespace) -> int:
     except ReleaseError as error:
         print(f"grader release: {error}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _autograder(args: argparse.Namespace) -> int:
+    from .autograder import AutograderError, build_autograder
+    try:
+        out = build_autograder(Path(args.out), hidden_visibility=args.hidden_visibility,
+                               timeout_scale=args.timeout_scale, force=args.force)
+    except AutograderError as error:
+        print(f"grader autograder: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} (hidden tests: {args.hidden_visibility}); upload it on Gradescope's Configure "
+          "Autograder page")
     return 0
 
 
@@ -118,6 +173,27 @@ def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
                              help="multiply every test's time limit (e.g. 2 on a slow machine)")
         command.set_defaults(run=run)
 
+    grade_all = commands.add_parser("grade-all", help="grade a class (a folder, an LMS export)")
+    grade_all.add_argument("submissions", help="a folder of per-student folders, zips or notebooks, an LMS "
+                                               "export (Gradescope, Canvas), or a zip of one")
+    grade_all.add_argument("--out", required=True, metavar="DIR",
+                           help="gradebook.csv, summary.md, <student>.json; a rerun grades only what changed")
+    grade_all.add_argument("--only", metavar="A,B", help="only these components (passed on to grader grade)")
+    grade_all.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
+                           help="multiply every test's time limit (passed on to grader grade)")
+    grade_all.add_argument("--similarity", action="store_true",
+                           help="also compare the students' code (copydetect): DIR/similarity.html")
+    grade_all.set_defaults(run=_grade_all)
+    audit = commands.add_parser("audit", help="which tests catch each bug of a bug corpus (mutation score)")
+    audit.add_argument("bugs", nargs="*", metavar="BUG", help="only these bugs (default: all)")
+    audit.add_argument("--corpus", default=str(DEFAULT_CORPUS), metavar="FILE",
+                       help="a bug corpus (default: examples/submissions/bugs.py)")
+    audit.set_defaults(run=_audit)
+    for command in (grade_all, audit):
+        command.add_argument("--jobs", type=int, metavar="N", help="gradings at once here (default: cores)")
+        command.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                             help="grade on this Dask cluster (its workers have the grader installed)")
+
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")
     stubs.add_argument("--solutions", default="solutions", help="reference solutions (default: solutions/)")
     stubs.add_argument("--out", default="exercises", help="where the stubs go (default: exercises/)")
@@ -128,6 +204,18 @@ def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
     release.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder")
     release.add_argument("--force", action="store_true", help="replace a previous release in DIR")
     release.set_defaults(run=_release)
+
+    autograder = commands.add_parser("autograder", help="write the Gradescope autograder zip (it holds the "
+                                     "reference, the hidden tests and this deployment's salt)")
+    autograder.add_argument("--out", required=True, metavar="ZIP", help="e.g. autograder.zip")
+    autograder.add_argument("--hidden-visibility", choices=VISIBILITIES, default=DEFAULT_HIDDEN_VISIBILITY,
+                            help="when students see the hidden tests' results (public ones: always; "
+                                 f"default: {DEFAULT_HIDDEN_VISIBILITY})")
+    autograder.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
+                            help="multiply every test's time limit on Gradescope (e.g. 3 on its default "
+                                 "1/2 CPU)")
+    autograder.add_argument("--force", action="store_true", help="replace an existing ZIP")
+    autograder.set_defaults(run=_autograder)
 
     listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
     listing.set_defaults(run=_list_tests)
@@ -140,6 +228,9 @@ def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # a report never fails on a terminal that is not UTF-8
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     plugins = _plugins()
     if argv and argv[0] in plugins:
         return plugins[argv[0]].load()(argv[1:])

@@ -13,6 +13,7 @@ message at once, and is never imported again.
 import importlib
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import NamedTuple
 
 import torch
 
-from .results import Result
+from .results import Failed, Result
 from .sandbox.client import Sandbox, StudentError, WorkerLost
 from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
@@ -30,7 +31,6 @@ from .spec import COMPONENTS, DEPENDS, Status
 from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases
-from .suites.checks import Failed
 
 SUBMISSION_SECONDS = 300.0
 IMPORT_SECONDS = 10.0
@@ -158,11 +158,11 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
 
     def result(status: Status, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
-                      case.points, status, message)
+                      case.points, status, message, case.visibility)
 
     if case.component in student.broken:  # its file cannot be imported: said once, not run
         return result(*student.broken[case.component])
-    torch.manual_seed(0)
+    torch.manual_seed(case.seed)
     student.lost = student.over = None
     limit = case.timeout * timeout_scale
     student.deadline = time.monotonic() + limit
@@ -272,6 +272,15 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
             sandbox.block(module)
 
 
+def component_budgets(cases: list[Case], seconds: float) -> dict[str, float]:
+    """Each component's share of `seconds`, in proportion to its cases' time limits."""
+    limits: Counter[str] = Counter()
+    for case in cases:
+        limits[case.component] += case.timeout
+    whole = sum(limits.values()) or 1.0
+    return {name: seconds * limit / whole for name, limit in limits.items()}
+
+
 @contextmanager
 def _one_thread() -> Iterator[None]:
     """Tiny tensors gain nothing from more threads, and the worker needs the other core."""
@@ -288,8 +297,10 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
           on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
-    Each case's time limit is multiplied by timeout_scale (raise it on a slow machine); past
-    `budget` seconds in all, the remaining cases are not run and score 0 (timed out). `sandbox`
+    Each case's time limit is multiplied by timeout_scale (raise it on a slow machine), and so is
+    `budget`, the seconds the submission's cases may take in all. It is shared out among the
+    components (component_budgets): past its share, a component's remaining cases are not run and
+    score 0 (timed out), and a hang in one component costs no other any time. `sandbox`
     is this submission's, if the caller started it already (the CLI does, before importing torch,
     so that the worker's start-up overlaps with its own); the judge closes it.
     """
@@ -303,15 +314,20 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
                 # CPython 3.11 can fail (SystemError) while another thread imports.
                 importlib.import_module(SLOW_IMPORT)
             student = GuardedStudent(sandbox)
-            stop = time.monotonic() + budget
             import_modules(student, import_order(components), timeout_scale)
+            budgets = component_budgets(cases, budget * timeout_scale)
+            spent: Counter[str] = Counter()
             results = []
             for case in cases:
-                if time.monotonic() < stop:
+                if spent[case.component] < budgets[case.component]:
+                    start = time.monotonic()
                     results.append(run_case(case, student, timeout_scale))
+                    spent[case.component] += time.monotonic() - start
                 else:
                     results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
-                                          f"{case.doc}: not run, the submission used up its {budget:.0f} s"))
+                                          f"{case.doc}: not run, the tests of {case.component} used up their "
+                                          f"{budgets[case.component]:.0f} s (a hang, or far too slow code?)",
+                                          case.visibility))
                 if on_result:
                     on_result(results[-1])
         finally:

@@ -2,6 +2,7 @@
 import json
 from pathlib import Path
 
+from .atomic import write_atomic
 from .results import Result
 from .scoring import Scorecard, waited_for, waiting_for
 from .spec import COMPONENT_POINTS, Status
@@ -67,4 +68,5 @@ def public_share(card: Scorecard) -> str:
 
 
 def write_json(card: Scorecard, path: Path) -> None:
-    Path(path).write_text(json.dumps(card.to_json(), indent=2) + "\n")
+    """The scorecard as JSON, written whole or not at all."""
+    write_atomic(Path(path), json.dumps(card.to_json(), indent=2) + "\n")

@@ -2,7 +2,7 @@
 import re
 from dataclasses import dataclass
 
-from .spec import Status
+from .spec import Status, Visibility
 
 MESSAGE_CHARS = 2000
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
@@ -31,9 +31,10 @@ class Result:
     max_score: float
     status: Status
     message: str
+    visibility: Visibility
 
     def __post_init__(self) -> None:
         self.message = safe_text(self.message)  # it may quote the student's output
 
     def to_json(self) -> dict:
-        return {**vars(self), "status": self.status.value}
+        return {**vars(self), "status": self.status.value, "visibility": self.visibility.value}

@@ -89,6 +89,13 @@ def _hidden_paths() -> list[str]:
     return [str(folder) for name in _HIDDEN_PACKAGES if (folder := _module_folder(name)) is not None]
 
 
+def _readable_by_all(folder: Path) -> None:
+    folder.chmod(0o755)
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
 def _worker_uid() -> int:
     """A uid no other process uses while this worker lives: this judge's pid and a counter (a judge
     runs one worker at a time; 16 sandboxes of one process may overlap)."""
@@ -280,6 +287,8 @@ class Sandbox:
                         ignore=shutil.ignore_patterns("__pycache__", ".*"))
         shutil.copytree(Path(__file__).parent, self.area / "code" / CODE_PACKAGE,
                         ignore=lambda folder, names: [n for n in names if n not in _WORKER_CODE])
+        for folder in ("submission", "code"):  # readable, whatever the originals' modes
+            _readable_by_all(self.area / folder)
         if self.mode == "setuid":
             for folder in (self.scratch, self.area):
                 folder.chmod(0o711)

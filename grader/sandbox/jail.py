@@ -10,6 +10,7 @@ the Confinement it is given and then runs worker.main in the same process:
   (no_new_privs, no capabilities).
 - "userns" (not root, user namespaces allowed; started by `unshare --user --map-root-user`):
   the namespaces alone: no network, and every process dies with the worker.
+- "setuid" (root, but namespaces refused): the unprivileged uid only.
 - "plain": nothing but the limits below.
 
 Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
@@ -42,10 +43,14 @@ class Limits:
     open_files: int = 256
     cpu_seconds: int = 900
 
-    def apply(self) -> None:
-        limits = {resource.RLIMIT_AS: self.memory_bytes, resource.RLIMIT_NPROC: self.processes,
-                  resource.RLIMIT_FSIZE: self.file_bytes, resource.RLIMIT_NOFILE: self.open_files,
-                  resource.RLIMIT_CPU: self.cpu_seconds, resource.RLIMIT_CORE: 0}
+    def apply(self, per_uid: bool) -> None:
+        """Set them; the process limit only where the worker has a uid of its own (`per_uid`): it
+        counts every process of the uid, a whole desktop session's for a student's own."""
+        limits = {resource.RLIMIT_AS: self.memory_bytes, resource.RLIMIT_FSIZE: self.file_bytes,
+                  resource.RLIMIT_NOFILE: self.open_files, resource.RLIMIT_CPU: self.cpu_seconds,
+                  resource.RLIMIT_CORE: 0}
+        if per_uid:
+            limits[resource.RLIMIT_NPROC] = self.processes
         for name, value in limits.items():
             resource.setrlimit(name, (value, value))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past file_bytes fails (EFBIG), not the worker
@@ -92,7 +97,8 @@ def _bind(source: str, target: str, writable: bool = False, device: bool = False
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "a").close()
     _mount(source, target, None, _MS_BIND | _MS_REC)
-    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | (0 if device else _MS_NODEV) | (0 if writable else _MS_RDONLY)
+    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID
+    flags |= (0 if device else _MS_NODEV) | (0 if writable else _MS_RDONLY)
     _mount(None, target, None, flags)
 
 
@@ -124,10 +130,13 @@ def build_root(c: Confinement) -> None:
     _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
-def become_worker(c: Confinement) -> None:
-    """chroot into the new root and drop to c.uid for good."""
+def enter_root(c: Confinement) -> None:
     os.chroot(c.root)
     os.chdir(f"{SANDBOX}/home")
+
+
+def become_worker(c: Confinement) -> None:
+    """Drop to c.uid for good."""
     os.setgroups([])
     os.setresgid(c.gid, c.gid, c.gid)
     os.setresuid(c.uid, c.uid, c.uid)  # from root to another uid: every capability goes too
@@ -140,11 +149,11 @@ def main(argv: list[str]) -> None:
     worker_args = argv[1:]
     if confinement.mode == "root":
         build_root(confinement)
-        confinement.limits.apply()  # as root, before the uid changes: the hard limits hold after it
-        become_worker(confinement)
+        enter_root(confinement)
         worker_args = [*worker_args[:2], f"{SANDBOX}/submission", *worker_args[3:]]
-    else:
-        confinement.limits.apply()
+    confinement.limits.apply(per_uid=confinement.mode in ("root", "setuid"))
+    if confinement.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
+        become_worker(confinement)
     from .worker import main as serve  # torch and the submission come only now
 
     serve(worker_args)

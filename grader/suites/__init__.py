@@ -43,6 +43,8 @@ class Case:
     doc: str
     integration: bool = False
     """Runs the student's whole stack (e.g. a training run): a bug anywhere may cost it."""
+    seed: int = 0
+    """Seeds the case's examples and the judge's torch generator (grader/salt.py)."""
 
     @property
     def public(self) -> bool:
@@ -70,13 +72,13 @@ class Suite:
         def register(fn: Callable) -> Callable:
             if any(case.name == fn.__name__ for case in self.cases):
                 raise ValueError(f"{self.component} has two cases named {fn.__name__!r}")
+            salt = PUBLIC_SALT if self.visibility is Visibility.PUBLIC else deployment_salt()
+            examples_seed = case_seed(salt, self.component, fn.__name__)
             if hasattr(fn, "hypothesis"):
-                salt = PUBLIC_SALT if self.visibility is Visibility.PUBLIC else deployment_salt()
-                fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
-                fn = seed(case_seed(salt, self.component, fn.__name__))(fn)
+                fn = seed(examples_seed)(settings(GRADER_SETTINGS, **hypothesis)(fn))
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
-                                   integration))
+                                   integration, examples_seed))
             return fn
         return register
 

@@ -11,7 +11,7 @@ from grader.judge import judge
 from grader.report import public_share, terminal
 from grader.results import Result
 from grader.scoring import scorecard
-from grader.spec import Status
+from grader.spec import Status, Visibility
 from helpers import ROOT
 
 FLOOD = "for _ in range(10**6):\n    print('x' * 100)\n"
@@ -111,7 +111,8 @@ class MultiHeadAttention(nn.MultiheadAttention):
 
 
 def _result(name: str, component: str, status: Status, message: str, points: float = 1.0) -> Result:
-    return Result(name, component, points if status is Status.PASSED else 0.0, points, status, message)
+    return Result(name, component, points if status is Status.PASSED else 0.0, points, status, message,
+                  Visibility.HIDDEN)
 
 
 def test_the_report_says_a_shared_message_once_and_who_waits_for_what():

@@ -164,7 +164,8 @@ def test_cli_writes_the_spec_json(tmp_path, capsys):
     assert set(card["components"]) == {"quiz"}
     assert set(card["components"]["quiz"]) == {"score", "max_score"}
     for test in card["tests"]:
-        assert set(test) == {"name", "component", "score", "max_score", "status", "message"}
+        # The contract's fields, and the visibility we add (docs/grading.md, where SPEC.md is silent)
+        assert set(test) == {"name", "component", "score", "max_score", "status", "message", "visibility"}
         assert test["status"] in {status.value for status in Status}
     assert "quiz" in capsys.readouterr().out
 

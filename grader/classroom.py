@@ -1,0 +1,160 @@
+"""A class's submissions, one per student or group, from a folder or from the zip an LMS exports.
+
+SUBMISSIONS is a folder, or a zip of one (unpacked into a scratch folder first). In it:
+
+- Gradescope's "Download submissions" export: `submission_metadata.yml` maps each submission
+  folder (`submission_123456`) to its `:submitters`; a group's submission is graded once and is a
+  row for each member. A student is their `:sid`, else their `:email`, else their `:name`.
+- Canvas's "Download submissions": flat files named `name_[LATE_]userid_submissionid_file` (a
+  resubmission adds `-N` before the extension). A student's files are gathered in a folder under
+  their own names; the student is `name_userid`.
+- anything else: each entry is one student's submission, named after it (`alice/`, `alice.zip`,
+  `alice.ipynb`).
+
+A folder (or zip) holding a single folder (`assignment_123_export/`) is looked into. Hidden entries
+(`.git`, `.DS_Store`), `__MACOSX` and `__pycache__` are left out. Only file names and metadata are
+read here: whether a submission can be graded is for `grader grade` to say.
+"""
+import re
+import shutil
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .submission import MODULES
+
+METADATA = "submission_metadata.yml"
+_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?:LATE_)?(?P<user>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
+_RESUBMISSION = re.compile(r"-\d+(?=\.\w+$)")
+_LEFT_OUT = ("__MACOSX", "__pycache__")
+
+
+class ClassError(ValueError):
+    """SUBMISSIONS cannot be read as a class (as opposed to one bad submission in it)."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What one student (or a group) submitted: a folder, a zip or a notebook."""
+
+    students: tuple[str, ...]
+    source: Path
+
+
+def student_id(text: str) -> str:
+    """An id that is also a safe file name: letters, digits and `.`, `_`, `-`, `@`, `+`."""
+    return re.sub(r"[^\w.@+-]", "_", text.strip()).lstrip(".") or "_"
+
+
+def discover(path: Path, scratch: Path, skip: Path | None = None) -> list[Submission]:
+    """The submissions in `path` (a folder or a zip), sorted by student; `skip` is left out (the
+    output folder, when it lies inside). Zips are unpacked, Canvas files gathered, into `scratch`."""
+    path = Path(path)
+    if path.is_file() and zipfile.is_zipfile(path):
+        root = _extract(path, Path(scratch) / "export")
+    elif path.is_dir():
+        root = path
+    else:
+        raise ClassError(f"{path} is neither a folder of submissions nor a zip of one")
+    root = _look_into(root, skip)
+    if _holds_exercises(root):
+        raise ClassError(f"{path} holds exercise files itself: it is one submission (grader grade {path})")
+    metadata = root / METADATA
+    if metadata.is_file():
+        found = _gradescope(root, metadata)
+    else:
+        found = _entries(root, Path(scratch) / "canvas", skip)
+    if not found:
+        raise ClassError(f"{path} holds no submission")
+    _refuse_duplicates(found)
+    return sorted(found, key=lambda submission: submission.students)
+
+
+def _visible(entries: list[Path], skip: Path | None) -> list[Path]:
+    skipped = skip.resolve() if skip else None
+    return sorted(entry for entry in entries if not entry.name.startswith(".") and entry.name not in _LEFT_OUT
+                  and entry.resolve() != skipped)
+
+
+def _holds_exercises(folder: Path) -> bool:
+    return any((folder / f"{name}.py").is_file() for name in MODULES)
+
+
+def _look_into(root: Path, skip: Path | None) -> Path:
+    """Go down through folders that hold only one folder (an export's `assignment_123_export/`)."""
+    while not (root / METADATA).is_file() and not _holds_exercises(root):
+        entries = _visible(list(root.iterdir()), skip)
+        if len(entries) != 1 or not entries[0].is_dir() or _holds_exercises(entries[0]):
+            break
+        root = entries[0]
+    return root
+
+
+def _extract(path: Path, target: Path) -> Path:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.infolist():
+                if not (target / member.filename).resolve().is_relative_to(target.resolve()):
+                    raise ClassError(f"{path} has an entry outside its folder: {member.filename}")
+            archive.extractall(target)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ClassError(f"cannot unpack {path}: {error}") from error
+    return target
+
+
+def _field(record: dict, name: str) -> object:
+    """A Gradescope metadata field: keys are Ruby symbols (`:sid`), plain names accepted too."""
+    return record.get(f":{name}", record.get(name))
+
+
+def _gradescope(root: Path, metadata: Path) -> list[Submission]:
+    import yaml  # PyYAML: dask's dependency, so in the `instructor` extra
+
+    try:
+        records = yaml.safe_load(metadata.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ClassError(f"{metadata} is not readable: {error}") from error
+    if not isinstance(records, dict):
+        raise ClassError(f"{metadata} does not map submission folders to their submitters")
+    found = []
+    for folder, record in records.items():
+        submitters = _field(record, "submitters") if isinstance(record, dict) else None
+        students = tuple(student_id(str(_field(s, "sid") or _field(s, "email") or _field(s, "name")))
+                         for s in submitters or () if isinstance(s, dict) and any(s.values()))
+        found.append(Submission(students or (student_id(str(folder)),), root / str(folder)))
+    return found
+
+
+def _entries(root: Path, gathered: Path, skip: Path | None) -> list[Submission]:
+    found, canvas = [], defaultdict(list)
+    for entry in _visible(list(root.iterdir()), skip):
+        match = _CANVAS.match(entry.name) if entry.is_file() else None
+        if match:
+            canvas[student_id(f"{match['name']}_{match['user']}")].append((entry, match["file"]))
+        else:
+            found.append(Submission((student_id(entry.stem if entry.is_file() else entry.name),), entry))
+    for student, files in canvas.items():
+        found.append(Submission((student,), _gather(student, files, gathered)))
+    return found
+
+
+def _gather(student: str, files: list[tuple[Path, str]], gathered: Path) -> Path:
+    """A Canvas student's submission: their one zip or notebook as it is, else a folder of their
+    files under the names they gave them."""
+    if len(files) == 1 and files[0][0].suffix in (".zip", ".ipynb"):
+        return files[0][0]
+    folder = gathered / student
+    folder.mkdir(parents=True)
+    for path, original in files:
+        shutil.copyfile(path, folder / _RESUBMISSION.sub("", original))
+    return folder
+
+
+def _refuse_duplicates(found: list[Submission]) -> None:
+    counts = Counter(student for submission in found for student in submission.students)
+    twice = sorted(student for student, n in counts.items() if n > 1)
+    if twice:
+        where = {student: [s.source.name for s in found if student in s.students] for student in twice}
+        listed = "; ".join(f"{student}: {', '.join(sources)}" for student, sources in where.items())
+        raise ClassError(f"students with more than one submission (keep one each): {listed}")

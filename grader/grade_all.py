@@ -1,0 +1,155 @@
+"""`grader grade-all`: grade a class into DIR, resumably, on this machine or a Dask cluster.
+
+DIR gets `<student>.json` for each graded student (what `grader grade --json` writes), each
+written as its grading ends; `gradebook.csv`, `summary.md` with its figures, and
+`similarity.html` with --similarity; and `.grade-all-state.json`: per student, the hash of what
+was graded (its bytes and the options), the grader version, the outcome. A rerun grades again
+only what changed (the submission or the grader) or did not end well (error, timed out); what
+Ctrl-C interrupted is graded next time, and nothing already written is lost.
+"""
+import json
+import sys
+import tempfile
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import write_atomic
+from .classroom import Submission, discover
+from .gradebook import Row, summary, write_figures, write_gradebook
+from .runner import BACKSTOP_SECONDS, FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
+
+STATE = ".grade-all-state.json"  # hidden: no student id (student_id strips leading dots) can clash
+
+
+@dataclass
+class Entry:
+    """A submission of this run: its job (None when empty), the hash it is recorded under."""
+
+    submission: Submission
+    job: Job | None
+    digest: str
+    problem: str = ""
+
+
+def _entries(submissions: list[Submission], options: tuple[str, ...], seconds: float) -> list[Entry]:
+    entries = []
+    for submission in submissions:
+        try:
+            name, data = payload(submission.source)
+        except Empty as empty:
+            entries.append(Entry(submission, None, "", str(empty)))
+            continue
+        job = Job(name, data, options, seconds)
+        entries.append(Entry(submission, job, job.digest()))
+    return entries
+
+
+def _load_state(out: Path) -> dict:
+    try:
+        return json.loads((out / STATE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}  # a first run (the state is written atomically: never half a file)
+
+
+def _current(record: dict | None, entry: Entry, version: str) -> bool:
+    """Whether `record` is the outcome of grading this entry with this grader."""
+    return bool(record) and record["hash"] == entry.digest and record["grader"] == version
+
+
+def _done(state: dict, entry: Entry, version: str, out: Path) -> bool:
+    """Whether a rerun can keep this entry's outcome."""
+    records = [state.get(student) for student in entry.submission.students]
+    return all(_current(r, entry, version) and r["status"] in FINAL
+               and (r["status"] != Outcome.GRADED or (out / f"{s}.json").is_file())
+               for r, s in zip(records, entry.submission.students, strict=True))
+
+
+def _record(state: dict, out: Path, entry: Entry, version: str, result: dict) -> None:
+    """Write each student's scorecard (or remove an outdated one), then the state."""
+    for student in entry.submission.students:
+        card_file = out / f"{student}.json"
+        if result["outcome"] == Outcome.GRADED:
+            write_atomic(card_file, json.dumps(result["card"], indent=2) + "\n")
+        else:
+            card_file.unlink(missing_ok=True)  # an earlier grade of what is no longer the submission
+        state[student] = {"hash": entry.digest, "grader": version, "status": result["outcome"],
+                          "message": result["message"], "submission": entry.submission.source.name,
+                          "seconds": result.get("seconds", 0.0)}
+    write_atomic(out / STATE, json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+def _rows(entries: list[Entry], state: dict, version: str, out: Path) -> list[Row]:
+    rows = []
+    for entry in entries:
+        for student in entry.submission.students:
+            record = state.get(student)
+            if not _current(record, entry, version):
+                rows.append(Row(student, Outcome.PENDING, "not graded yet: run grade-all again"))
+            elif record["status"] == Outcome.GRADED:
+                card = json.loads((out / f"{student}.json").read_text())
+                rows.append(Row(student, Outcome.GRADED, card=card))
+            else:
+                rows.append(Row(student, Outcome(record["status"]), record["message"]))
+    return sorted(rows, key=lambda row: row.student)
+
+
+def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int,
+           scheduler: str | None) -> None:
+    from tqdm import tqdm
+
+    if not todo:
+        return
+    where = f"on {scheduler}" if scheduler else f"{workers} at a time"
+    results = grade_jobs([entry.job for entry in todo], workers, scheduler)
+    with tqdm(total=len(todo), desc=f"grading ({where})", unit="submission", file=sys.stderr) as bar, \
+            closing(results):  # Ctrl-C here, or a mismatch: the runner stops what still runs
+        for index, result in results:
+            entry = todo[index]
+            _record(state, out, entry, version, result)
+            bar.set_postfix_str(f"{entry.submission.students[0]}: {result['outcome']}", refresh=False)
+            bar.update()
+
+
+def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
+              options: tuple[str, ...] = (), seconds: float = BACKSTOP_SECONDS,
+              similarity: bool = False) -> int:
+    """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
+    Raises classroom.ClassError for input that is not a class, runner.VersionMismatch."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    version = grader_version()
+    with tempfile.TemporaryDirectory(prefix="grade-all-") as scratch:
+        found = discover(Path(submissions), Path(scratch), skip=out)
+        entries = _entries(found, options, seconds)
+    state = _load_state(out)
+    for entry in entries:
+        if entry.job is None:
+            _record(state, out, entry, version, {"outcome": Outcome.EMPTY, "message": entry.problem})
+    todo = [entry for entry in entries if entry.job and not _done(state, entry, version, out)]
+    students = sum(len(entry.submission.students) for entry in entries)
+    print(f"{len(entries)} submissions ({students} students): {len(todo)} to grade, "
+          f"{len(entries) - len(todo)} unchanged or empty", file=sys.stderr)
+    interrupted = False
+    try:
+        _grade(todo, state, out, version, workers, scheduler)
+    except KeyboardInterrupt:
+        interrupted = True
+    rows = _rows(entries, state, version, out)
+    similar = _similarity(entries, out) if similarity and not interrupted else None
+    write_gradebook(rows, out / "gradebook.csv")
+    write_figures(rows, out)
+    write_atomic(out / "summary.md", summary(rows, version, similar) + "\n")
+    pending = sum(row.status is Outcome.PENDING for row in rows)
+    print(f"wrote {out / 'gradebook.csv'} and {out / 'summary.md'}", file=sys.stderr)
+    if interrupted:
+        print(f"interrupted: {pending} not graded yet; the same command again grades them", file=sys.stderr)
+    return 130 if interrupted else 0
+
+
+def _similarity(entries: list[Entry], out: Path) -> list:
+    from .similarity import compare
+
+    payloads = {student: (entry.job.name, entry.job.data) for entry in entries if entry.job
+                for student in entry.submission.students[:1]}  # a group's one submission, once
+    return compare(payloads, out / "similarity.html")

@@ -1,0 +1,186 @@
+"""A class's results: gradebook.csv (a row per student), summary.md (the score histogram, each
+component's mean, the per-test failure rates that say what to reteach, who was not graded and
+why, flagged similar code) and its figures, scores.png and failures.png."""
+import csv
+import io
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import write_atomic
+from .runner import Outcome
+from .similarity import Pair
+from .spec import COMPONENTS, Status
+
+HEADER = ("student", "total", *COMPONENTS, "status")
+BINS = 10
+FIGURE_TESTS = 20
+"""The failures figure shows the tests most of the class fails, this many at most."""
+MESSAGE_CHARS = 90
+SIMILAR_PAIRS = 50
+"""summary.md lists this many flagged pairs at most (similarity.html has them all)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One student's line: the scorecard (`grader grade --json`) when graded, else why not."""
+
+    student: str
+    status: Outcome
+    message: str = ""
+    card: dict | None = None
+
+
+def _points(x: float) -> str:
+    return f"{x:g}"
+
+
+def write_gradebook(rows: Sequence[Row], path: Path) -> None:
+    """gradebook.csv: total and component scores of the graded, blank for the others (and for
+    components the grading left out, with `--only`)."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(HEADER)
+    for row in rows:
+        card = row.card or {"components": {}}
+        scores = [_points(card["components"][name]["score"]) if name in card["components"] else ""
+                  for name in COMPONENTS]
+        writer.writerow([row.student, _points(card["score"]) if row.card else "", *scores, row.status.value])
+    write_atomic(path, text.getvalue())
+
+
+def _bins(maximum: float) -> list[tuple[float, float]]:
+    edges = [maximum * i / BINS for i in range(BINS + 1)]
+    return list(zip(edges, edges[1:], strict=False))
+
+
+def _histogram(scores: list[float], maximum: float) -> list[int]:
+    """Students per tenth of the maximum, the top bin including the maximum itself."""
+    counts = [0] * BINS
+    for score in scores:
+        counts[min(BINS - 1, int(score / maximum * BINS)) if maximum else 0] += 1
+    return counts
+
+
+def failure_rates(cards: Sequence[dict]) -> list[dict]:
+    """Per test: how many of the graded failed it, and the commonest message; most failed first."""
+    tests: dict[tuple[str, str], dict] = {}
+    for card in cards:
+        for test in card["tests"]:
+            entry = tests.setdefault((test["component"], test["name"]), {
+                "component": test["component"], "test": test["name"], "points": test["max_score"],
+                "failed": 0, "graded": 0, "messages": Counter()})
+            entry["graded"] += 1
+            if test["status"] != Status.PASSED:
+                entry["failed"] += 1
+                entry["messages"][test["message"]] += 1
+    rates = [{**entry, "share": entry["failed"] / entry["graded"]} for entry in tests.values()]
+    return sorted(rates, key=lambda e: (-e["share"], COMPONENTS.index(e["component"]), e["test"]))
+
+
+def _table(header: Sequence[str], rows: list[Sequence]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
+
+
+def _short(message: str) -> str:
+    line = " ".join(message.split())
+    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 1] + "…"
+
+
+def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = None) -> str:
+    """summary.md's text (its figures: write_figures)."""
+    cards = [row.card for row in rows if row.card]
+    not_graded = [row for row in rows if not row.card]
+    counts = Counter(row.status.value for row in rows)
+    statuses = [f"{counts[status]} {status}" for status in Outcome if counts[status]]
+    lines = [f"# Grades: {len(rows)} students", "", f"{', '.join(statuses)} (grader {version}).", ""]
+    if cards:
+        lines += _score_section(cards) + _component_section(cards) + _failure_section(cards)
+    if not_graded:
+        lines += ["## Not graded", "",
+                  *_table(("student", "status", "why"),
+                          [(row.student, row.status.value, _short(row.message)) for row in not_graded]), ""]
+    if similar is not None:
+        lines += _similarity_section(similar)
+    return "\n".join(lines)
+
+
+def _score_section(cards: list[dict]) -> list[str]:
+    scores, maximum = [card["score"] for card in cards], max(card["max_score"] for card in cards)
+    counts = _histogram(scores, maximum)
+    rows = [(f"{_points(round(low, 2))}–{_points(round(high, 2))}", n, "█" * n)
+            for (low, high), n in zip(_bins(maximum), counts, strict=True)]
+    return ["## Scores", "",
+            f"Out of {_points(maximum)}: mean {statistics.mean(scores):.1f}, median "
+            f"{_points(statistics.median(scores))}, lowest {_points(min(scores))}, "
+            f"highest {_points(max(scores))}.",
+            "", "![Score histogram](scores.png)", "", *_table(("score", "students", ""), rows), ""]
+
+
+def _component_section(cards: list[dict]) -> list[str]:
+    rows = []
+    for name in COMPONENTS:
+        mine = [card["components"][name] for card in cards if name in card["components"]]
+        if mine:
+            full = sum(c["score"] == c["max_score"] for c in mine)
+            mean = statistics.mean(c["score"] for c in mine)
+            rows.append((name, _points(mine[0]["max_score"]), f"{mean:.1f}", f"{full / len(mine):.0%}"))
+    return ["## Components", "", *_table(("component", "points", "mean", "full marks"), rows), ""]
+
+
+def _failure_section(cards: list[dict]) -> list[str]:
+    failing = [rate for rate in failure_rates(cards) if rate["failed"]]
+    if not failing:
+        return ["## Tests failed", "", "Every graded submission passed every test.", ""]
+    rows = [(f"{rate['share']:.0%}", f"{rate['failed']}/{rate['graded']}", rate["component"], rate["test"],
+             _points(rate["points"]), _short(rate["messages"].most_common(1)[0][0])) for rate in failing]
+    return ["## Tests failed (what to reteach)", "", "![Failure rate per test](failures.png)", "",
+            *_table(("failed", "students", "component", "test", "points", "commonest message"), rows), ""]
+
+
+def _similarity_section(similar: Sequence[Pair]) -> list[str]:
+    lines = ["## Similar code", "",
+             "Pairs of students whose same file shares much of its code beyond the stubs handed out "
+             "(copydetect; side by side in [similarity.html](similarity.html)). A lead to look at, "
+             "not a verdict.",
+             ""]
+    if not similar:
+        return lines + ["No pair above the threshold.", ""]
+    rows = [(pair.file, pair.first, pair.second, f"{pair.first_share:.0%}", f"{pair.second_share:.0%}")
+            for pair in similar[:SIMILAR_PAIRS]]
+    lines += _table(("file", "student", "student", "of the first's", "of the second's"), rows) + [""]
+    if len(similar) > SIMILAR_PAIRS:
+        lines += [f"And {len(similar) - SIMILAR_PAIRS} more pairs in similarity.html.", ""]
+    return lines
+
+
+def write_figures(rows: Sequence[Row], out: Path) -> list[Path]:
+    """scores.png and failures.png (nothing without a graded submission)."""
+    from matplotlib.figure import Figure  # no pyplot: no display, no global state
+
+    cards = [row.card for row in rows if row.card]
+    if not cards:
+        return []
+    maximum = max(card["max_score"] for card in cards)
+    scores = Figure(figsize=(6, 3.2), dpi=100)
+    axes = scores.subplots()
+    axes.hist([card["score"] for card in cards], bins=[edge for edge, _ in _bins(maximum)] + [maximum],
+              color="#4c72b0", edgecolor="white")
+    axes.set(xlabel=f"score (out of {_points(maximum)})", ylabel="students", title="Scores")
+    failing = [rate for rate in failure_rates(cards) if rate["failed"]][:FIGURE_TESTS]
+    failures = Figure(figsize=(7, 1.2 + 0.3 * max(1, len(failing))), dpi=100)
+    axes = failures.subplots()
+    axes.barh([f"{rate['component']}: {rate['test']}" for rate in failing][::-1],
+              [100 * rate["share"] for rate in failing][::-1], color="#c44e52")
+    axes.set(xlabel="students failing it (%)", xlim=(0, 100), title="Tests most of the class fails")
+    written = []
+    for figure, name in ((scores, "scores.png"), (failures, "failures.png")):
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        write_atomic(out / name, buffer.getvalue())
+        written.append(out / name)
+    return written

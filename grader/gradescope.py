@@ -1,0 +1,195 @@
+"""Gradescope's results.json: a `grader grade --json` scorecard in Gradescope's format, and the grading
+step of the autograder bundle (`grader autograder` builds the bundle: autograder.py).
+
+The format is Gradescope's autograder specification
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/; grader/schemas/
+gradescope_results.schema.json checks it). Each case is one Gradescope test: public cases are
+always visible, hidden ones get the bundle's visibility (after_published by default), so that a
+student sees their public tests at once and the rest when the instructor says so. The top-level
+output (Markdown) sums up what the student may see now, and never more.
+
+The bundle's run_autograder calls `python -m grader.gradescope ROOT [--only A,B]`, which grades
+ROOT/submission with `grader grade` in a child process (the judge: the student's code runs in its
+sandbox, never here), then writes ROOT/results/results.json once the judge and its workers are
+gone, replacing whatever is there. A submission that cannot be read, or a grading that does not
+finish, still gets a results.json: score 0 and a message that says why (fail closed).
+"""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .atomic import write_atomic
+from .spec import COMPONENTS, Status
+from .submission import MODULES, SubmissionError, unpack
+
+if TYPE_CHECKING:
+    from .suites import Case
+
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+"""Gradescope's visibility values: never shown, after the due date, once published, always."""
+DEFAULT_HIDDEN_VISIBILITY = "after_published"
+SUBMISSION, RESULTS, SETTINGS = "submission", "results/results.json", "source/autograder.json"
+"""Paths under the autograder root: Gradescope's, and the bundle's settings (autograder.py writes them)."""
+_WHEN = {"after_due_date": "appear after the due date",
+         "after_published": "appear when the grades are published", "hidden": "are not shown here"}
+_SAYS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
+         Status.TIMED_OUT: "timed out", Status.CRASHED: "crashed", Status.ERROR: "grader error"}
+_UPLOAD = ", ".join(f"`{name}.py`" for name in MODULES)
+
+
+def _points(x: float) -> str:
+    return f"{x:g}"
+
+
+def _table(tests: list[dict]) -> list[str]:
+    """A Markdown table of these tests' results by component."""
+    lines = ["| component | tests passed | points |", "|---|---:|---:|"]
+    for name in COMPONENTS:
+        mine = [t for t in tests if t["component"] == name]
+        if mine:
+            passed = sum(t["status"] == Status.PASSED for t in mine)
+            score = _points(sum(t["score"] for t in mine)) + "/" + _points(sum(t["max_score"] for t in mine))
+            lines.append(f"| {name} | {passed}/{len(mine)} | {score} |")
+    return lines
+
+
+def _summary(tests: list[dict], public: list[dict], hidden_visibility: str) -> str:
+    """The top-level output: every result if hidden tests are visible, else the public ones only."""
+    if hidden_visibility == "visible":
+        total = _points(sum(t["score"] for t in tests)) + "/" + _points(sum(t["max_score"] for t in tests))
+        return "\n".join([f"**Score: {total}**", "", *_table(tests)])
+    score = _points(sum(t["score"] for t in public)) + "/" + _points(sum(t["max_score"] for t in public))
+    hidden = _points(sum(t["max_score"] for t in tests) - sum(t["max_score"] for t in public))
+    return "\n".join([f"**Public tests: {score} points.** The hidden tests ({hidden} points) "
+                      f"{_WHEN[hidden_visibility]}.", "", *_table(public)])
+
+
+def results(card: dict, cases: Iterable["Case"], *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
+            execution_time: float = 0.0) -> dict:
+    """Gradescope's results.json for a scorecard (Scorecard.to_json): one test per case.
+
+    `cases` (suites.all_cases()) say which tests are public and what each checks; a test not among
+    them counts as hidden. A test's status is "passed" or "failed"; the grader's own status (timed
+    out, crashed, ...) opens its output, unless the message says it already.
+    """
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility={hidden_visibility!r}: choose from {', '.join(VISIBILITIES)}")
+    known = {(case.component, case.name): case for case in cases}
+    tests, public, counts = [], [], dict.fromkeys(COMPONENTS, 0)
+    for test in card["tests"]:
+        component, case = test["component"], known.get((test["component"], test["name"]))
+        status, shown = Status(test["status"]), case is not None and case.public
+        said = test["message"] or (case.doc if case else test["name"])
+        counts[component] += 1
+        if shown:
+            public.append(test)
+        tests.append({
+            "name": f"{component}: {test['name']}" + ("" if shown else " (hidden)"),
+            "name_format": "text",
+            "number": f"{COMPONENTS.index(component) + 1}.{counts[component]}",
+            "score": test["score"],
+            "max_score": test["max_score"],
+            "status": "passed" if status is Status.PASSED else "failed",
+            # text, never rendered: the message may quote the student's own output
+            "output": said if said.startswith(_SAYS[status]) else f"{_SAYS[status]}: {said}",
+            "output_format": "text",
+            "tags": [component],
+            "visibility": "visible" if shown else hidden_visibility,
+        })
+    return {"score": card["score"], "execution_time": round(execution_time),
+            "output": _summary(card["tests"], public, hidden_visibility), "output_format": "md",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+
+
+def _code_block(text: str) -> str:
+    """`text` as a Markdown code block that no run of backticks inside it can close."""
+    fence = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
+    return f"{fence}\n{text}\n{fence}"
+
+
+def not_graded(reason: str, *, unreadable: bool, execution_time: float = 0.0) -> dict:
+    """results.json for a submission that was not graded at all: score 0 and why.
+
+    `unreadable`: the submission could not be read (the student can fix that: what to upload);
+    otherwise the grading did not finish (the course staff see the details in the stdout).
+    """
+    if unreadable:
+        output = (f"**Nothing was graded: your submission could not be read.**\n\n{_code_block(reason)}\n\n"
+                  f"Upload {_UPLOAD} (the files themselves, or a zip or notebook holding them) "
+                  "and submit again.")
+    else:
+        output = (f"**Nothing was graded: the autograder stopped before it finished** ({reason}). The score "
+                  "of 0 is not a grade of your work: tell your course staff, who can see what happened.")
+    return {"score": 0.0, "execution_time": round(execution_time), "output": output, "output_format": "md",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
+
+
+def _submission(folder: Path) -> Path:
+    """What to grade in Gradescope's submission folder: the folder, or the one zip or notebook it holds
+    when it holds no .py file (a student who uploaded that file alone)."""
+    if folder.is_dir() and not any(folder.rglob("*.py")):
+        uploads = [path for path in folder.iterdir() if path.suffix in (".zip", ".ipynb") and path.is_file()]
+        if len(uploads) == 1:
+            return uploads[0]
+    return folder
+
+
+def _grade(root: Path, only: str | None, start: float) -> dict:
+    """Grade root's submission in a child `grader grade`; its results.json."""
+    settings = json.loads((root / SETTINGS).read_text())
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
+        unpacked, card_file = Path(scratch, "submission"), Path(scratch, "scorecard.json")
+        unpacked.mkdir()
+        try:
+            directory = unpack(_submission(root / SUBMISSION), unpacked)
+        except SubmissionError as error:
+            return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
+        command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
+                   "--timeout-scale", str(settings["timeout_scale"]), *(["--only", only] if only else [])]
+        code = subprocess.run(command, stdin=subprocess.DEVNULL).returncode  # its report goes to our stdout
+        if code != 0 or not card_file.is_file():
+            return not_graded(f"`grader grade` exited with code {code}", unreadable=False,
+                              execution_time=time.monotonic() - start)
+        card = json.loads(card_file.read_text())
+    from .suites import all_cases
+    return results(card, all_cases(), hidden_visibility=settings["hidden_visibility"],
+                   execution_time=time.monotonic() - start)
+
+
+def write_results(payload: dict, path: Path) -> None:
+    """Write results.json atomically, replacing whatever is at `path` (even a folder planted there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    write_atomic(path, json.dumps(payload, indent=2) + "\n")  # ASCII: every character of a message escaped
+
+
+def main(argv: list[str] | None = None) -> int:
+    """run_autograder's step: grade ROOT/submission, write ROOT/results/results.json; 0 once written."""
+    parser = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path, help="the autograder root (Gradescope's /autograder)")
+    parser.add_argument("--only", metavar="A,B", help="only these components (to try the bundle quickly)")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    try:
+        payload = _grade(args.root, args.only, start)
+    except Exception as error:  # noqa: BLE001 - fail closed: a results.json that says so, never none
+        traceback.print_exc()
+        payload = not_graded(f"{type(error).__name__} in the autograder", unreadable=False,
+                             execution_time=time.monotonic() - start)
+    write_results(payload, args.root / RESULTS)
+    print(f"wrote {args.root / RESULTS}: score {payload['score']:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Grading many submissions at once: each one a `grader grade` process, run by threads here or as a
+task on a Dask cluster (grade-all and audit share this runner).
+
+A job is data (a file name, its bytes and `grader grade` options) and so is what comes back (a
+dict): a Dask worker needs nothing of the instructor's disk, and the student's code runs only in
+the grading process's sandbox, never in the process that holds the results. Both ways run the same
+function, so a class graded on a cluster gets the grades it would get here, test for test.
+"""
+import concurrent.futures as cf
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+
+from .salt import deployment_salt
+
+BACKSTOP_SECONDS = 900.0
+"""A `grader grade` still running after this is killed. The judge ends any submission after 300 s
+(judge.SUBMISSION_SECONDS) of its own accord: this only catches a grader that hangs."""
+STOP_SECONDS = 10.0
+"""After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
+_UNREADABLE = "grader: cannot read the submission: "
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # a folder's zip, and so its hash, must not depend on mtimes
+
+
+class Outcome(StrEnum):
+    """How a submission's grading ended: a gradebook row's status."""
+
+    GRADED = "graded"
+    EMPTY = "empty"  # nothing submitted: a missing or empty file, a folder or zip without files
+    UNREADABLE = "unreadable"  # `grader grade` cannot read it (a corrupt zip, no exercise file, ...)
+    TIMED_OUT = "timed_out"
+    ERROR = "error"  # the grader itself failed (or the cluster lost the task): worth a rerun
+    PENDING = "pending"  # not graded yet (the run was interrupted)
+
+
+FINAL = frozenset({Outcome.GRADED, Outcome.EMPTY, Outcome.UNREADABLE})
+"""Outcomes a rerun keeps when the submission and the grader are unchanged."""
+
+
+class VersionMismatch(RuntimeError):
+    """A Dask worker grades with another grader (or salt) than this machine's."""
+
+
+class Empty(ValueError):
+    """Nothing was submitted."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade, as data: `name` is the file it is graded as (`alice.zip`)."""
+
+    name: str
+    data: bytes
+    options: tuple[str, ...] = ()
+    seconds: float = BACKSTOP_SECONDS
+
+    def digest(self) -> str:
+        """What the grade depends on, of the submission: its name, bytes and the grading options."""
+        text = json.dumps([self.name, hashlib.sha256(self.data).hexdigest(), self.options])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def payload(source: Path) -> tuple[str, bytes]:
+    """A submission as (file name, bytes): a file as it is, a folder as a zip of its files.
+
+    Symbolic links are left out of a folder's zip: following one would read the instructor's disk.
+    Raises Empty when there is nothing to grade.
+    """
+    source = Path(source)
+    if source.is_dir() and not source.is_symlink():
+        return f"{source.name}.zip", _zip_folder(source)
+    if not source.is_file():
+        raise Empty("nothing submitted")
+    data = source.read_bytes()
+    if not data:
+        raise Empty(f"{source.name} is an empty file")
+    if zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            if all(member.is_dir() for member in archive.infolist()):
+                raise Empty(f"{source.name} is a zip without files")
+    return source.name, data
+
+
+def _zip_folder(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    written = 0
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for root, dirs, files in os.walk(folder):  # does not descend into linked folders
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                path = Path(root, name)
+                if path.is_symlink():
+                    continue
+                info = zipfile.ZipInfo(path.relative_to(folder).as_posix(), _FIXED_TIME)
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+                written += 1
+    if not written:
+        raise Empty(f"{folder.name}/ holds no file")
+    return buffer.getvalue()
+
+
+CLASS_MODULES = frozenset({"atomic.py", "audit.py", "classroom.py", "grade_all.py", "gradebook.py",
+                           "runner.py", "similarity.py"})
+"""The grader's modules that grade a class, not a submission: editing them changes no grade."""
+
+
+@cache
+def grader_version() -> str:
+    """What a grade depends on besides the submission: the grader's sources (all but CLASS_MODULES),
+    the reference's, and the deployment's salt (hashed together: the salt never leaves the machine)."""
+    digest = hashlib.sha256()
+    for package in ("grader", "solutions"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.origin:
+            continue
+        root = Path(spec.origin).parent
+        for path in sorted(root.rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            if package != "grader" or name not in CLASS_MODULES:
+                digest.update(name.encode() + b"\0" + path.read_bytes())
+    digest.update(deployment_salt().encode())
+    return f"{version('module9-transformer-lab')}+{digest.hexdigest()[:12]}"
+
+
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Interrupt grading processes (each closes its sandbox on the way out), then kill any left."""
+    for process in processes:
+        _signal(process, signal.SIGINT)
+    deadline = time.monotonic() + STOP_SECONDS
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(process, signal.SIGKILL)
+            process.wait()
+
+
+def _signal(process: subprocess.Popen, number: int) -> None:
+    try:
+        os.killpg(process.pid, number)  # its own session: its group is itself and what it started
+    except ProcessLookupError:
+        pass
+
+
+def _result(outcome: Outcome, message: str = "", card: dict | None = None, seconds: float = 0.0) -> dict:
+    return {"outcome": outcome.value, "message": message, "card": card, "grader": grader_version(),
+            "seconds": round(seconds, 3)}
+
+
+def grade_job(job: Job) -> dict:
+    """Grade one job with `grader grade` in a process of its own, wherever this runs (a thread
+    here, a Dask worker there); returns the outcome and the scorecard as data."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="grade-job-") as work:
+        folder = Path(work, "submission")
+        folder.mkdir()
+        (folder / job.name).write_bytes(job.data)
+        card = Path(work, "card.json")
+        command = [sys.executable, "-m", "grader.cli", "grade", job.name, "--json", str(card), *job.options]
+        # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
+        process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True, errors="replace",
+                                   start_new_session=True)
+        with _running_lock:
+            _running.add(process)
+        try:
+            _, stderr = process.communicate(timeout=job.seconds)
+        except subprocess.TimeoutExpired:
+            _stop([process])
+            return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s",
+                           seconds=time.monotonic() - start)
+        finally:
+            with _running_lock:
+                _running.discard(process)
+        seconds = time.monotonic() - start
+        if process.returncode == 0 and card.is_file():
+            return _result(Outcome.GRADED, card=json.loads(card.read_text()), seconds=seconds)
+    lines = stderr.strip().splitlines()
+    last = lines[-1] if lines else f"`grader grade` ended with exit status {process.returncode}"
+    if last.startswith(_UNREADABLE):
+        return _result(Outcome.UNREADABLE, last.removeprefix(_UNREADABLE), seconds=seconds)
+    return _result(Outcome.ERROR, last.removeprefix("grader: "), seconds=seconds)
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0))
+
+
+@contextmanager
+def _executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
+    if scheduler is None:
+        # Each job is a process of its own: the threads only wait for them.
+        with cf.ThreadPoolExecutor(workers, thread_name_prefix="grade") as pool:
+            yield pool
+        return
+    from distributed import Client
+
+    with Client(scheduler, timeout="30s", set_as_default=False) as client:
+        # pure=False: two identical submissions are still two tasks (two students, two rows).
+        yield client.get_executor(pure=False)
+
+
+def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None) -> Iterator[tuple[int, dict]]:
+    """Yield (index in `jobs`, result) as each job ends: `workers` at a time here, or as tasks of
+    the Dask cluster whose scheduler is at `scheduler` (tcp://HOST:PORT).
+
+    Closing the iterator early (Ctrl-C) cancels the jobs not started and stops those running here.
+    Raises VersionMismatch when a result was graded by another grader than this machine's (a
+    cluster's worker): its grades would not be the ones `grader grade` gives here.
+    """
+    with _executor(workers, scheduler) as pool:
+        futures = {pool.submit(grade_job, job): index for index, job in enumerate(jobs)}
+        try:
+            for future in cf.as_completed(futures):
+                result = _outcome(future)
+                if result["grader"] != grader_version():
+                    raise VersionMismatch(
+                        f"a worker grades with grader {result['grader']}, this machine with "
+                        f"{grader_version()}: install the same grader, with the same salt "
+                        "(grader/suites/hidden/salt or GRADER_SALT), on both")
+                yield futures[future], result
+        finally:
+            for future in futures:
+                future.cancel()
+            with _running_lock:
+                running = list(_running)
+            _stop(running)
+
+
+def _outcome(future: cf.Future) -> dict:
+    try:
+        return future.result()
+    except Exception as error:  # the cluster lost the task (a worker died, could not unpickle it...)
+        return _result(Outcome.ERROR, f"{type(error).__name__}: {error}")
