@@ -131,6 +131,7 @@ def build_root(c: Confinement) -> None:
 
 
 def enter_root(c: Confinement) -> None:
+    """chroot into the new root (for good once the uid is dropped: chroot needs root)."""
     os.chroot(c.root)
     os.chdir(f"{SANDBOX}/home")
 

@@ -54,7 +54,8 @@ def _entropy_variants(weights: torch.Tensor) -> dict[str, torch.Tensor]:
 @given(lead=batch_dims, n_q=st.integers(1, 7), n_k=st.integers(1, 7), seed=seeds, dtype=dtypes,
        causal=st.booleans())
 def attention_entropy_matches_reference(student, lead, n_q, n_k, seed, dtype, causal):
-    """attention_entropy matches (X1) on random softmaxed weights with leading dims (causal ones hold exact zeros)"""  # noqa: E501
+    """attention_entropy matches (X1) on random softmaxed weights with leading dims (causal ones hold exact
+    zeros)"""
     weights = _softmaxed(seed, lead, n_q, n_k, dtype, causal)
     expect_close(student.call("analysis.attention_entropy", weights), ref.analysis.attention_entropy(weights),
                  "attention_entropy(weights)", **TOLERANCES[dtype]._asdict(),
@@ -127,7 +128,8 @@ def stripe_scores_match_reference(student, lead, shape, seed, dtype, causal):
                  "B": 2, "T": 5}, seed=1)
 @given(config=lm_configs(), seed=seeds)
 def attention_maps_matches_model(student, config, seed):
-    """attention_maps of a TinyTransformerLM (its parameters perturbed) are its own eval-mode weights, in any mode, without grad"""  # noqa: E501
+    """attention_maps of a TinyTransformerLM (its parameters perturbed) are its own eval-mode weights, in any
+    mode, without grad"""
     model_config, B, T = config["model"], config["B"], config["T"]
     student.call("torch.manual_seed", seed)
     model = perturb_own(student.call(LM, **model_config).to(torch.float64), seed).train()

@@ -133,7 +133,8 @@ def _cover(test):
 @given(config=configs, d_ff=d_ffs, activation=activations, dtype=dtypes, seed=seeds,
        masked=st.booleans(), biased=st.booleans())
 def block_pre_norm_formula(student, config, d_ff, activation, dtype, seed, masked, biased):
-    """norm="pre": y and weights are (B1) of the block's own sublayers, with masks, ALiBi, rope; mistakes named"""  # noqa: E501
+    """norm="pre": y and weights are (B1) of the block's own sublayers, with masks, ALiBi, rope; mistakes
+    named"""
     _expect_formula(student, "pre", config, d_ff, activation, dtype, seed, masked, biased)
 
 
@@ -142,7 +143,8 @@ def block_pre_norm_formula(student, config, d_ff, activation, dtype, seed, maske
 @given(config=configs, d_ff=d_ffs, activation=activations, dtype=dtypes, seed=seeds,
        masked=st.booleans(), biased=st.booleans())
 def block_post_norm_formula(student, config, d_ff, activation, dtype, seed, masked, biased):
-    """norm="post": y and weights are (B2) of the block's own sublayers, with masks, ALiBi, rope; mistakes named"""  # noqa: E501
+    """norm="post": y and weights are (B2) of the block's own sublayers, with masks, ALiBi, rope; mistakes
+    named"""
     _expect_formula(student, "post", config, d_ff, activation, dtype, seed, masked, biased)
 
 
@@ -226,7 +228,8 @@ def block_gradients(student, config, d_ff, norm, seed, biased):
 @suite.case(1, max_examples=4)
 @given(config=configs, d_ff=d_ffs, norm=norms, seed=seeds, p=st.sampled_from([0.1, 0.3, 0.5]))
 def block_dropout_eval(student, config, d_ff, norm, seed, p):
-    """in eval mode, TransformerBlock(dropout=p) gives the same y and weights as TransformerBlock(dropout=0)"""  # noqa: E501
+    """in eval mode, TransformerBlock(dropout=p) gives the same y and weights as TransformerBlock(dropout=0)
+    """
     kwargs = {"d_model": config["d_model"], "n_heads": config["n_heads"], "d_ff": d_ff, "norm": norm,
               "rope": config["rope"]}
     reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
@@ -249,7 +252,8 @@ _DROP_SHAPE = (4, 16, 32)  # B, T, d_model: 2048 entries per sublayer, the rate 
 @suite.case(1, max_examples=3)
 @given(p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
 def block_dropout_train(student, p, seed):
-    """in train mode (pre-norm), each sublayer's output goes through the residual dropout at rate p, scaled by 1/(1-p)"""  # noqa: E501
+    """in train mode (pre-norm), each sublayer's output goes through the residual dropout at rate p, scaled by
+    1/(1-p)"""
     B, T, d = _DROP_SHAPE
     kwargs = {"d_model": d, "n_heads": 4, "d_ff": d, "dropout": p}
     reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
@@ -309,7 +313,8 @@ _ARGS_SHAPE = (2, 6)  # B, T: a dropout of rate >= 0.3 on B * n_heads * T * T >=
 @given(config=configs, d_ff=d_ffs, norm=norms, activation=activations, p=st.sampled_from([0.3, 0.5]),
        seed=seeds)
 def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
-    """attn is MultiHeadAttention(d_model, n_heads, dropout, rope=rope) and ffn is FeedForward(d_model, d_ff, activation=activation), the block's own arguments"""  # noqa: E501
+    """attn is MultiHeadAttention(d_model, n_heads, dropout, rope=rope) and ffn is FeedForward(d_model, d_ff,
+    activation=activation), the block's own arguments"""
     d_model, n_heads, rope = config["d_model"], config["n_heads"], config["rope"]
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,

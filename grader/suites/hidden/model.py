@@ -142,7 +142,8 @@ def _expect_matches(student: Student, draw: dict, pos_encodings: tuple[str, ...]
 @example(draw=EXPLICIT, seed=1, dtype=torch.float64)
 @given(draw=lm_configs(), seed=seeds, dtype=dtypes)
 def m1_absolute_positions(student, draw, seed, dtype):
-    """sinusoidal, learned and no positions: logits and weights are (M1) of the model's own parts; mistakes named"""  # noqa: E501
+    """sinusoidal, learned and no positions: logits and weights are (M1) of the model's own parts; mistakes
+    named"""
     _expect_matches(student, draw, ("sinusoidal", "learned", "none"), seed, dtype)
 
 
@@ -158,7 +159,8 @@ def m1_relative_positions(student, draw, seed, dtype):
 @example(draw=EXPLICIT, seed=1)
 @given(draw=lm_configs(), seed=seeds)
 def dropout(student, draw, seed):
-    """dropout=1.0: no effect in eval mode; in train mode it zeroes drop(tok_emb + positions) and every block dropout"""  # noqa: E501
+    """dropout=1.0: no effect in eval mode; in train mode it zeroes drop(tok_emb + positions) and every block
+    dropout"""
     config, B, T = draw["model"], draw["B"], draw["T"]
     idx = tokens(seed, config["vocab_size"], B, T)
     for pos_encoding in dict.fromkeys(("sinusoidal", "learned", config["pos_encoding"])):
@@ -223,11 +225,13 @@ ROPE_POST = Run("rope", "post", threshold=0.95)
 
 @suite.case(2, timeout=60, integration=True)
 def converges_sinusoidal_pre(student):
-    """trained by your train(), a sinusoidal pre-norm model learns a synthetic task (scored in the reference model)"""  # noqa: E501
+    """trained by your train(), a sinusoidal pre-norm model learns a synthetic task (scored in the reference
+    model)"""
     _expect_converges(student, SINUSOIDAL_PRE)
 
 
 @suite.case(1, timeout=60, integration=True)
 def converges_rope_post(student):
-    """trained by your train(), a rope post-norm model learns a synthetic task (scored in the reference model)"""  # noqa: E501
+    """trained by your train(), a rope post-norm model learns a synthetic task (scored in the reference model)
+    """
     _expect_converges(student, ROPE_POST)

@@ -82,7 +82,8 @@ def lr_schedule_matches_reference(student, config, extra):
 @given(V=st.integers(2, 9), d=st.integers(2, 8), hidden=st.one_of(st.none(), st.integers(1, 7)),
        bias=st.booleans(), norm=st.booleans(), weight_decay=st.sampled_from([0.1, 0.01, 0.5]), seed=seeds)
 def param_groups_matches_rule(student, V, d, hidden, bias, norm, weight_decay, seed):
-    """param_groups splits every model's parameters by (T2): ndim >= 2 decayed, the rest not, each exactly once"""  # noqa: E501
+    """param_groups splits every model's parameters by (T2): ndim >= 2 decayed, the rest not, each exactly
+    once"""
     check_groups(student, fixture_layers(V, d, hidden, bias, norm), seed, weight_decay)
 
 
@@ -193,7 +194,8 @@ def train_configs(draw: st.DrawFn) -> dict:
                  "grad_clip": 0.05, "betas": (0.8, 0.99)}, V=7, d=6, seed=11)
 @given(config=train_configs(), V=st.integers(3, 9), d=st.integers(2, 8), seed=seeds)
 def train_matches_reference(student, config, V, d, seed):
-    """train's history (loss, lr, grad_norm) and final parameters equal (T3)'s, with -100 targets and clipping"""  # noqa: E501
+    """train's history (loss, lr, grad_norm) and final parameters equal (T3)'s, with -100 targets and clipping
+    """
     layers = fixture_layers(V, d, hidden=d + 1)
     steps = config["steps"]
     remote, local = twin_models(student, layers, seed)
@@ -267,7 +269,8 @@ def _evaluate_variants(local: nn.Module, batches: list) -> dict[str, tuple[float
 @given(V=st.integers(3, 9), d=st.integers(2, 8),
        sizes=st.lists(st.tuples(st.integers(1, 3), st.integers(2, 6)), min_size=2, max_size=4), seed=seeds)
 def evaluate_matches_reference(student, V, d, sizes, seed):
-    """evaluate over batches of unequal sizes with -100 targets gives the loss and accuracy over all scored positions"""  # noqa: E501
+    """evaluate over batches of unequal sizes with -100 targets gives the loss and accuracy over all scored
+    positions"""
     remote, local = twin_models(student, fixture_layers(V, d), seed)
     batches = hit_some(local, make_batches(seed, len(sizes), V, sizes, ignore=0.4), seed)
     loss, accuracy = read_evaluation(student.call("trainer.evaluate", remote, batches))

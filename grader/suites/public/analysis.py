@@ -100,7 +100,8 @@ def _shift_pattern(seed: int, lead: tuple, n: int, offset: int,
 @suite.case(1)
 @given(lead=batch_dims, n=st.integers(2, 8), seed=seeds, dtype=dtypes)
 def previous_token_score_properties(student, lead, n, seed, dtype):
-    """previous_token_score is 1 on a shifted identity, 0 on the identity, the mean of weights[i, i - 1] otherwise"""  # noqa: E501
+    """previous_token_score is 1 on a shifted identity, 0 on the identity, the mean of weights[i, i - 1]
+    otherwise"""
     shifted = torch.zeros(*lead, n, n, dtype=dtype)
     shifted[..., 0, 0] = 1.0
     shifted[..., torch.arange(1, n), torch.arange(n - 1)] = 1.0
@@ -126,7 +127,8 @@ def previous_token_score_properties(student, lead, n, seed, dtype):
 @suite.case(1)
 @given(lead=batch_dims, shape=periods(), seed=seeds, dtype=dtypes)
 def induction_score_properties(student, lead, shape, seed, dtype):
-    """induction_score is 1 when every query i >= period attends to i - period + 1, and the stripe's mean otherwise"""  # noqa: E501
+    """induction_score is 1 when every query i >= period attends to i - period + 1, and the stripe's mean
+    otherwise"""
     period, n = shape
     # an induction stripe: rows i >= period all on key i - period + 1, rows before on themselves
     perfect = torch.zeros(*lead, n, n, dtype=dtype)
@@ -170,7 +172,8 @@ def expect_no_graph(student, model, idx: torch.Tensor, maps: torch.Tensor) -> No
 @suite.case(1, timeout=20, max_examples=6)
 @given(config=lm_configs(), seed=seeds)
 def attention_maps_contract(student, config, seed):
-    """attention_maps gives (n_layers, B, n_heads, T, T): the model's own eval-mode weights, even from train mode, without grad"""  # noqa: E501
+    """attention_maps gives (n_layers, B, n_heads, T, T): the model's own eval-mode weights, even from train
+    mode, without grad"""
     model_config, B, T = config["model"], config["B"], config["T"]
     student.call("torch.manual_seed", seed)
     model = student.call(LM, **model_config).to(torch.float64).train()

@@ -85,7 +85,8 @@ def causal_mask_values(student, n):
 @suite.case(1)
 @given(shape=attention_shapes(), seed=seeds, dtype=dtypes)
 def sdpa_shapes_and_dtype(student, shape, seed, dtype):
-    """scaled_dot_product_attention returns out (..., n_q, d_v) and weights (..., n_q, n_k) in the inputs' dtype"""  # noqa: E501
+    """scaled_dot_product_attention returns out (..., n_q, d_v) and weights (..., n_q, n_k) in the inputs'
+    dtype"""
     q, k, v = qkv(shape, seed, dtype)
     out, weights = student.call(SDPA, q, k, v)
     lead, n_q = shape["lead"], shape["n_q"]
@@ -99,7 +100,8 @@ def sdpa_shapes_and_dtype(student, shape, seed, dtype):
 @suite.case(2, max_examples=8)
 @given(shape=attention_shapes(), seed=seeds, masked=st.booleans(), biased=st.booleans())
 def sdpa_matches_definition(student, shape, seed, masked, biased):
-    """scaled_dot_product_attention gives (A1)'s weights and output, computed here from the definition, with and without mask and bias (float64)"""  # noqa: E501
+    """scaled_dot_product_attention gives (A1)'s weights and output, computed here from the definition, with
+    and without mask and bias (float64)"""
     q, k, v = qkv(shape, seed, torch.float64)
     n_q, n_k = shape["n_q"], shape["n_k"]
     kwargs = {}
@@ -183,7 +185,8 @@ def sdpa_causal_no_future_leak(student, n_and_t, d, seed):
 @suite.case(1)
 @given(config=mha_configs(), seed=seeds)
 def mha_contract(student, config, seed):
-    """MultiHeadAttention has q/k/v/out_proj Linear(d_model, d_model), returns (B, T, d_model) and weights (B, H, T, T)"""  # noqa: E501
+    """MultiHeadAttention has q/k/v/out_proj Linear(d_model, d_model), returns (B, T, d_model) and weights (B,
+    H, T, T)"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
     mha = student.call(MHA, d_model, n_heads, rope=config["rope"])
     state = mha.state_dict()
@@ -256,7 +259,8 @@ def expect_heads(student: Student, mha: Remote, x: torch.Tensor, n_heads: int, r
 @suite.case(2, max_examples=8)
 @given(config=mha_configs(rope=False), seed=seeds, biased=st.booleans())
 def mha_heads_match_own_attention(student, config, seed, biased):
-    """each head of MultiHeadAttention attends with its own slice of your q/k/v projections; y is out_proj of the heads (float64)"""  # noqa: E501
+    """each head of MultiHeadAttention attends with its own slice of your q/k/v projections; y is out_proj of
+    the heads (float64)"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
     mha = student.call(MHA, d_model, n_heads).to(torch.float64).eval()
     kwargs = {"mask": causal(T)} | ({"bias": randn(seed + 1, n_heads, T, T)} if biased else {})
@@ -267,7 +271,8 @@ def mha_heads_match_own_attention(student, config, seed, biased):
 @suite.case(1, max_examples=6)
 @given(config=mha_configs(rope=True), seed=seeds)
 def mha_rope_heads(student, config, seed):
-    """with rope=True, each head's queries and keys go through your apply_rope (positions 0..T-1) before the scores (float64)"""  # noqa: E501
+    """with rope=True, each head's queries and keys go through your apply_rope (positions 0..T-1) before the
+    scores (float64)"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
     mha = student.call(MHA, d_model, n_heads, rope=True).to(torch.float64).eval()
     what = f"MultiHeadAttention({d_model}, {n_heads}, rope=True) with a causal mask"

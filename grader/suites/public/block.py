@@ -116,7 +116,8 @@ def changed_tokens(draw: st.DrawFn) -> dict:
 @suite.case(1, max_examples=8)
 @given(config=mha_configs(), d_ff=d_ffs, norm=norms, dtype=dtypes, seed=seeds)
 def block_contract(student, config, d_ff, norm, dtype, seed):
-    """TransformerBlock returns y (B, T, d_model) in x's dtype, or (y, weights (B, H, T, T)) with return_weights"""  # noqa: E501
+    """TransformerBlock returns y (B, T, d_model) in x's dtype, or (y, weights (B, H, T, T)) with
+    return_weights"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"]).to(dtype).eval()
@@ -137,7 +138,8 @@ def block_contract(student, config, d_ff, norm, dtype, seed):
 @suite.case(1, max_examples=8)
 @given(config=mha_configs(), d_ff=d_ffs, norm=norms)
 def block_state_dict(student, config, d_ff, norm):
-    """TransformerBlock's state_dict holds exactly attn.{q,k,v,out}_proj, ffn.fc1/fc2 and norm1/norm2, with SPEC's shapes"""  # noqa: E501
+    """TransformerBlock's state_dict holds exactly attn.{q,k,v,out}_proj, ffn.fc1/fc2 and norm1/norm2, with
+    SPEC's shapes"""
     d_model, n_heads = config["d_model"], config["n_heads"]
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
     state = block.state_dict()
@@ -164,7 +166,8 @@ def block_value_error(student, norm):
 @suite.case(1, max_examples=8)
 @given(config=changed_tokens(), d_ff=d_ffs, norm=norms, seed=seeds)
 def block_causal(student, config, d_ff, norm, seed):
-    """with the causal mask, changing token t leaves the block's outputs before t unchanged (if its own attn does)"""  # noqa: E501
+    """with the causal mask, changing token t leaves the block's outputs before t unchanged (if its own attn
+    does)"""
     d_model, n_heads, B, T, t = (config[k] for k in ("d_model", "n_heads", "B", "T", "t"))
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
@@ -199,7 +202,8 @@ configs = mha_configs().filter(lambda config: config["d_model"] >= 4)
 @given(config=configs, d_ff=d_ffs, norm=norms, dtype=dtypes, seed=seeds, masked=st.booleans(),
        biased=st.booleans())
 def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
-    """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn, norm1, norm2"""  # noqa: E501
+    """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn,
+    norm1, norm2"""
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
     block = perturb_own(block.to(dtype), seed).eval()

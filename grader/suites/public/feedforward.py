@@ -30,7 +30,8 @@ def _spec_state(d_model: int, d_ff: int) -> dict[str, tuple[int, ...]]:
 @given(d_model=widths, d_ff=widths, lead=batch_dims, T=st.integers(1, 4), dtype=dtypes,
        activation=activations, seed=seeds)
 def ffn_contract(student, d_model, d_ff, lead, T, dtype, activation, seed):
-    """FeedForward has fc1 Linear(d_model, d_ff) and fc2 Linear(d_ff, d_model), keeps any leading dims and the input's dtype"""  # noqa: E501
+    """FeedForward has fc1 Linear(d_model, d_ff) and fc2 Linear(d_ff, d_model), keeps any leading dims and the
+    input's dtype"""
     ffn = student.call(FFN, d_model, d_ff, activation=activation)
     state, spec = ffn.state_dict(), _spec_state(d_model, d_ff)
     expect_same_keys(state, spec, "FeedForward.state_dict()")
@@ -80,7 +81,8 @@ ACT = {"gelu": F.gelu, "relu": F.relu}
 @example(d_model=3, d_ff=5, B=2, activation="relu", seed=0)
 @given(d_model=widths, d_ff=widths, B=st.integers(1, 3), activation=activations, seed=seeds)
 def ffn_matches_definition(student, d_model, d_ff, B, activation, seed):
-    """FeedForward gives (F1), computed here from its own fc1 and fc2 weights, for gelu (exact) and relu (float64)"""  # noqa: E501
+    """FeedForward gives (F1), computed here from its own fc1 and fc2 weights, for gelu (exact) and relu
+    (float64)"""
     student.call("torch.manual_seed", seed)
     ffn = student.call(FFN, d_model, d_ff, activation=activation).to(torch.float64).eval()
     state = ffn.state_dict()

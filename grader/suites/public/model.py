@@ -256,7 +256,8 @@ def logits_shape(student, draw, seed):
 @suite.case(1, max_examples=6)
 @given(draw=lm_configs(), seed=seeds)
 def attention_weights(student, draw, seed):
-    """forward(idx, return_weights=True) returns the same logits and a list of n_layers (B, H, T, T) weights"""  # noqa: E501
+    """forward(idx, return_weights=True) returns the same logits and a list of n_layers (B, H, T, T) weights
+    """
     config, B, T = draw["model"], draw["B"], draw["T"]
     model = build(student, config, seed)
     idx = tokens(seed, config["vocab_size"], B, T)
@@ -281,7 +282,8 @@ def attention_weights(student, draw, seed):
 @suite.case(1, timeout=20, max_examples=4)
 @given(draw=lm_configs(), seed=seeds, dtype=dtypes)
 def logits_follow_m1(student, draw, seed, dtype):
-    """logits and weights are (M1) of the model's own embeddings, blocks, norm_f and lm_head, for every pos_encoding, in eval mode and in train mode with dropout=1"""  # noqa: E501
+    """logits and weights are (M1) of the model's own embeddings, blocks, norm_f and lm_head, for every
+    pos_encoding, in eval mode and in train mode with dropout=1"""
     B, T = draw["B"], draw["T"]
     hint = f"{M1_HINT}, with your own causal_mask, sinusoidal_encoding, alibi_bias and TransformerBlock"
     for pos_encoding in POS_ENCODINGS:
@@ -301,7 +303,8 @@ _BLOCK_INPUT = (2, 6)  # B, T: a dropout of rate >= 0.3 on every block's sublaye
 @suite.case(1, timeout=20, max_examples=4)
 @given(draw=lm_configs(), seed=seeds, p=st.sampled_from([0.3, 0.5]), activation=st.sampled_from(ACTIVATIONS))
 def blocks_built_with_arguments(student, draw, seed, p, activation):
-    """each block behaves as TransformerBlock(d_model, n_heads, d_ff, dropout, norm, rope, activation) built with the model's arguments"""  # noqa: E501
+    """each block behaves as TransformerBlock(d_model, n_heads, d_ff, dropout, norm, rope, activation) built
+    with the model's arguments"""
     d_model = draw["model"]["d_model"]
     x = randn(seed, *_BLOCK_INPUT, d_model)
     mask = causal(_BLOCK_INPUT[1])
@@ -344,7 +347,8 @@ def state_dict_keys(student, draw, seed):
 @suite.case(1, max_examples=4)
 @given(draw=lm_configs(), extra=st.integers(1, 4), seed=seeds)
 def value_errors(student, draw, extra, seed):
-    """unknown pos_encoding/norm, and T > max_len with learned positions, raise ValueError; other encodings take any T"""  # noqa: E501
+    """unknown pos_encoding/norm, and T > max_len with learned positions, raise ValueError; other encodings
+    take any T"""
     config = draw["model"]
     for bad in ("absolute", "Sinusoidal", "rotary"):
         expect_value_error(lambda bad=bad: student.call(LM, **changed(config, pos_encoding=bad)),
@@ -375,7 +379,8 @@ def _moved(before: torch.Tensor, after: torch.Tensor, t: int) -> list[int]:
 @suite.case(1, max_examples=4)
 @given(draw=changed_token_configs(), seed=seeds)
 def causality(student, draw, seed):
-    """changing token t leaves the logits before t unchanged, for every pos_encoding (where your own parts do)"""  # noqa: E501
+    """changing token t leaves the logits before t unchanged, for every pos_encoding (where your own parts do)
+    """
     config, B, T, t = draw["model"], draw["B"], draw["T"], draw["t"]
     idx = tokens(seed, config["vocab_size"], B, T)
     changed_idx = idx.clone()

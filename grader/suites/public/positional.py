@@ -60,7 +60,8 @@ def distances(n_q: int, n_k: int) -> torch.Tensor:
 @suite.case(1, max_examples=8)
 @given(n=st.integers(1, 128), d=even_dims, base=bases)
 def sinusoidal_table_properties(student, n, d, base):
-    """sinusoidal_encoding is a float32 (n, d_model) table: row 0 is [0, 1, 0, 1, ...], each pair (2j, 2j+1) on the unit circle"""  # noqa: E501
+    """sinusoidal_encoding is a float32 (n, d_model) table: row 0 is [0, 1, 0, 1, ...], each pair (2j, 2j+1)
+    on the unit circle"""
     call = f"sinusoidal_encoding({n}, {d}{shown(base)})"
     table = expect_tensor(student.call(SIN, n, d, **base_kwargs(base)), (n, d), call)
     expect(table.dtype == torch.float32, f"{call} has dtype {table.dtype}, expected torch.float32 (SPEC P1)")
@@ -88,7 +89,8 @@ def sinusoidal_table_properties(student, n, d, base):
 @suite.case(1, max_examples=8)
 @given(shift=row_shifts(), d=even_dims, base=bases)
 def shift_rotation_moves_rows(student, shift, d, base):
-    """shift_rotation(delta) maps every row of your table to the row delta later: P[i + delta] = M @ P[i], delta negative too"""  # noqa: E501
+    """shift_rotation(delta) maps every row of your table to the row delta later: P[i + delta] = M @ P[i],
+    delta negative too"""
     n, delta = shift
     table = expect_tensor(student.call(SIN, n, d, **base_kwargs(base)), (n, d),
                           f"sinusoidal_encoding({n}, {d}{shown(base)})")
@@ -114,7 +116,8 @@ def shift_rotation_moves_rows(student, shift, d, base):
 @suite.case(1, max_examples=8)
 @given(d=even_dims, a=st.integers(-64, 64), b=st.integers(-64, 64), base=bases)
 def shift_rotation_is_a_rotation(student, d, a, b, base):
-    """shift_rotation(0) = I; M is orthogonal and block diagonal on the pairs (2j, 2j+1); M(a) @ M(b) = M(a + b)"""  # noqa: E501
+    """shift_rotation(0) = I; M is orthogonal and block diagonal on the pairs (2j, 2j+1); M(a) @ M(b) = M(a +
+    b)"""
     def rotation(delta: int) -> torch.Tensor:
         call = f"shift_rotation({delta}, {d}{shown(base)})"
         m = expect_tensor(student.call(SHIFT, delta, d, **base_kwargs(base)), (d, d), call)
@@ -145,7 +148,8 @@ def shift_rotation_is_a_rotation(student, d, a, b, base):
 @suite.case(1)
 @given(lead=batch_dims, T=st.integers(1, 6), d=rope_dims, seed=seeds, dtype=dtypes)
 def rope_keeps_shape_dtype_and_lengths(student, lead, T, d, seed, dtype):
-    """apply_rope keeps x's shape, dtype, position 0 and each pair (x[2j], x[2j+1])'s length; positions defaults to arange(T)"""  # noqa: E501
+    """apply_rope keeps x's shape, dtype, position 0 and each pair (x[2j], x[2j+1])'s length; positions
+    defaults to arange(T)"""
     x = randn(seed, *lead, T, d, dtype=dtype)
     call = f"apply_rope(x) with x of shape {tuple(x.shape)}"
     out = expect_tensor(student.call(ROPE, x), x.shape, call)
@@ -169,7 +173,8 @@ def rope_keeps_shape_dtype_and_lengths(student, lead, T, d, seed, dtype):
 @suite.case(1)
 @given(d=rope_dims, m=st.integers(-40, 40), n=st.integers(-40, 40), s=st.integers(-40, 40), seed=seeds)
 def rope_scores_depend_on_offset(student, d, m, n, s, seed):
-    """<rope(q, m), rope(k, n)> depends only on n - m (positions given as a tensor), and equals <q, k> when m = n"""  # noqa: E501
+    """<rope(q, m), rope(k, n)> depends only on n - m (positions given as a tensor), and equals <q, k> when m
+    = n"""
     q, k = randn(seed, d), randn(seed + 1, d)
     x = torch.stack([q, k])
     # float32 angles up to 80 rad, relative to the size of the score
@@ -211,7 +216,8 @@ def rope_by_definition(x: torch.Tensor, positions: torch.Tensor, base: float) ->
 @given(lead=batch_dims, T=st.integers(1, 5), d=rope_dims, seed=seeds, base=bases,
        given_positions=st.booleans())
 def rope_matches_definition(student, lead, T, d, seed, base, given_positions):
-    """apply_rope gives (P3), computed here from the definition on small float64 inputs, default or given positions"""  # noqa: E501
+    """apply_rope gives (P3), computed here from the definition on small float64 inputs, default or given
+    positions"""
     x = randn(seed, *lead, T, d)
     kwargs = base_kwargs(base)
     positions = torch.arange(T)
@@ -229,7 +235,8 @@ def rope_matches_definition(student, lead, T, d, seed, base, given_positions):
 
 @suite.case(1)
 def alibi_slopes_properties(student):
-    """alibi_slopes(n), n = 1..16: slopes in (0, 1); 8 heads get 1/2, 1/4, ..., 1/256; other n follow P4's powers-of-two rule"""  # noqa: E501
+    """alibi_slopes(n), n = 1..16: slopes in (0, 1); 8 heads get 1/2, 1/4, ..., 1/256; other n follow P4's
+    powers-of-two rule"""
     slopes = {}
     for n in range(1, 17):
         call = f"alibi_slopes({n})"
@@ -266,7 +273,8 @@ def alibi_slopes_properties(student):
 @suite.case(1)
 @given(n_heads=st.integers(1, 8), n_q=st.integers(1, 7), n_k=st.none() | st.integers(1, 7))
 def alibi_bias_properties(student, n_heads, n_q, n_k):
-    """alibi_bias(n_heads, n_q, n_k) is (n_heads, n_q, n_k) (n_k defaults to n_q), 0 on the diagonal, <= 0, linear in |i - j|"""  # noqa: E501
+    """alibi_bias(n_heads, n_q, n_k) is (n_heads, n_q, n_k) (n_k defaults to n_q), 0 on the diagonal, <= 0,
+    linear in |i - j|"""
     args = (n_heads, n_q) if n_k is None else (n_heads, n_q, n_k)
     call = f"alibi_bias({', '.join(map(str, args))})"
     n_keys = n_q if n_k is None else n_k
@@ -292,7 +300,8 @@ def alibi_bias_properties(student, n_heads, n_q, n_k):
 @suite.case(1, max_examples=4)
 @given(half=st.integers(0, 7), seed=seeds)
 def odd_dimensions_raise(student, half, seed):
-    """an odd d_model (sinusoidal_encoding, shift_rotation) or odd last dimension (apply_rope) raises ValueError naming it"""  # noqa: E501
+    """an odd d_model (sinusoidal_encoding, shift_rotation) or odd last dimension (apply_rope) raises
+    ValueError naming it"""
     d = 2 * half + 1
     expect_value_error(lambda: student.call(SIN, 4, d), f"sinusoidal_encoding(4, d_model={d})", ("d_model",))
     expect_value_error(lambda: student.call(SHIFT, 1, d), f"shift_rotation(1, d_model={d})", ("d_model",))

@@ -123,7 +123,8 @@ from the step after the warmup on."""
 @example(config=SHORT_SCHEDULES[2])
 @given(config=schedules())
 def lr_schedule_properties(student, config):
-    """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there, also when total_steps <= warmup_steps"""  # noqa: E501
+    """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there, also
+    when total_steps <= warmup_steps"""
     max_lr, warmup, total, min_lr = (config[k] for k in ("max_lr", "warmup_steps", "total_steps", "min_lr"))
     end = max(total, warmup + 1)  # the first step at min_lr (p = 1)
     lrs = [student_lr(student, s, config) for s in range(end + 4)]
@@ -232,7 +233,8 @@ def check_groups(student: Student, layers: list, seed: int, weight_decay: float,
 
 @suite.case(1)
 def param_groups_split(student):
-    """param_groups puts the embedding and Linear weights in the decayed group, biases and LayerNorm in the other, frozen parameters too"""  # noqa: E501
+    """param_groups puts the embedding and Linear weights in the decayed group, biases and LayerNorm in the
+    other, frozen parameters too"""
     check_groups(student, fixture_layers(11, 6), seed=3, weight_decay=0.1)
     check_groups(student, fixture_layers(9, 4, hidden=5), seed=4, weight_decay=0.05, frozen=(0, 1))
 
@@ -251,7 +253,8 @@ def global_grad_norm(model: nn.Module) -> float:
 
 @suite.case(1, timeout=30)
 def train_contract(student):
-    """train returns one loss, lr and grad_norm (before clipping) per step, trains, and leaves the model in eval mode"""  # noqa: E501
+    """train returns one loss, lr and grad_norm (before clipping) per step, trains, and leaves the model in
+    eval mode"""
     layers, seed, steps = fixture_layers(7, 6), 5, 4
     kwargs = {"steps": steps, "max_lr": 0.02, "warmup_steps": 2, "min_lr": 0.001, "weight_decay": 0.1,
               "grad_clip": 0.01, "betas": (0.9, 0.95)}
@@ -321,7 +324,8 @@ LATER_STEPS = ("one step matches (T3) but three do not: look at what changes fro
 
 @suite.case(2, timeout=30)
 def train_follows_adamw(student):
-    """after 1 and after 3 steps, train's parameters are (T3)'s from the same start: your lr_schedule's lr, fresh gradients each step, clipping, AdamW over (T2) groups"""  # noqa: E501
+    """after 1 and after 3 steps, train's parameters are (T3)'s from the same start: your lr_schedule's lr,
+    fresh gradients each step, clipping, AdamW over (T2) groups"""
     layers, seed, V = fixture_layers(7, 6, hidden=5), 8, 7
     kwargs = {"max_lr": 0.05, "warmup_steps": 0, "min_lr": 0.005, "weight_decay": 0.1, "grad_clip": 0.5,
               "betas": (0.8, 0.9)}
@@ -377,7 +381,8 @@ def hit_some(local: nn.Module, batches: list, seed: int) -> list:
 
 @suite.case(1)
 def evaluate_contract(student):
-    """evaluate gives the mean cross-entropy and accuracy over the positions with y != -100, each counted once"""  # noqa: E501
+    """evaluate gives the mean cross-entropy and accuracy over the positions with y != -100, each counted once
+    """
     V, seed = 9, 4
     remote, local = twin_models(student, fixture_layers(V, 5), seed)
     batches = hit_some(local, make_batches(seed, 2, V, [(2, 5), (1, 3)], ignore=0.4), seed)
