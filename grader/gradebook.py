@@ -20,7 +20,7 @@ FIGURE_TESTS = 20
 """The failures figure shows the tests most of the class fails, this many at most."""
 MESSAGE_CHARS = 90
 SIMILAR_PAIRS = 50
-"""summary.md lists this many flagged pairs at most (similarity.html has them all)."""
+"""summary.md lists this many pairs of students at most (similarity.html has them all)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,7 @@ def _failure_section(cards: list[dict]) -> list[str]:
 
 
 def _similarity_section(similar: Sequence[Pair]) -> list[str]:
+    """One row per pair of students: the files flagged, and the largest share of one in the other."""
     lines = ["## Similar code", "",
              "Pairs of students whose same file shares much of its code beyond the stubs handed out "
              "(copydetect; side by side in [similarity.html](similarity.html)). A lead to look at, "
@@ -149,12 +150,20 @@ def _similarity_section(similar: Sequence[Pair]) -> list[str]:
              ""]
     if not similar:
         return lines + ["No pair above the threshold.", ""]
-    rows = [(pair.file, pair.first, pair.second, f"{pair.first_share:.0%}", f"{pair.second_share:.0%}")
-            for pair in similar[:SIMILAR_PAIRS]]
-    lines += _table(("file", "student", "student", "of the first's", "of the second's"), rows) + [""]
-    if len(similar) > SIMILAR_PAIRS:
-        lines += [f"And {len(similar) - SIMILAR_PAIRS} more pairs in similarity.html.", ""]
+    students: dict[tuple[str, str], list[Pair]] = {}
+    for pair in similar:
+        students.setdefault((pair.first, pair.second), []).append(pair)
+    ranked = sorted(students.items(), key=lambda item: (-len(item[1]), -_largest(item[1]), item[0]))
+    rows = [(first, second, len(pairs), f"{_largest(pairs):.0%}", ", ".join(sorted(p.file for p in pairs)))
+            for (first, second), pairs in ranked[:SIMILAR_PAIRS]]
+    lines += _table(("student", "student", "files", "largest share", "flagged files"), rows) + [""]
+    if len(ranked) > SIMILAR_PAIRS:
+        lines += [f"And {len(ranked) - SIMILAR_PAIRS} more pairs in similarity.html.", ""]
     return lines
+
+
+def _largest(pairs: Sequence[Pair]) -> float:
+    return max(max(pair.first_share, pair.second_share) for pair in pairs)
 
 
 def write_figures(rows: Sequence[Row], out: Path) -> list[Path]:

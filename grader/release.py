@@ -20,9 +20,11 @@ from .stubs import release_stubs
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "module9-transformer-lab-student"
 PACKAGES = ("grader", "experiments")
-INSTRUCTOR_ONLY = ("grader/suites/hidden", "grader/reference.py", "grader/release.py", "grader/autograder.py")
+INSTRUCTOR_ONLY = ("grader/suites/hidden", "grader/reference.py", "grader/release.py", "grader/autograder.py",
+                   "grader/audit.py", "grader/classroom.py", "grader/grade_all.py", "grader/gradebook.py",
+                   "grader/runner.py", "grader/similarity.py")
 """Paths of PACKAGES left out: the hidden tests (and the salt among them), the door to the reference,
-the release builder and the Gradescope bundle builder."""
+the release builder, the Gradescope bundle builder and what grades a class."""
 DOCS = ("spec.md", "grading.md")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "*.egg-info")
 _RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")

@@ -116,9 +116,10 @@ def _zip_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-CLASS_MODULES = frozenset({"atomic.py", "audit.py", "classroom.py", "grade_all.py", "gradebook.py",
-                           "runner.py", "similarity.py"})
-"""The grader's modules that grade a class, not a submission: editing them changes no grade."""
+CLASS_MODULES = frozenset({"atomic.py", "audit.py", "autograder.py", "classroom.py", "grade_all.py",
+                           "gradebook.py", "gradescope.py", "runner.py", "similarity.py"})
+"""The grader's modules that grade a class or build a bundle, not a submission: editing them changes
+no grade."""
 
 
 @cache

@@ -15,15 +15,15 @@ from helpers import EXAMPLES
 CORRECT = EXAMPLES / "correct"
 
 
-def _zip(folder: Path, target: Path, prefix: str = "") -> Path:
+def zip_of(folder: Path, target: Path) -> Path:
     with zipfile.ZipFile(target, "w") as archive:
         for path in sorted(folder.rglob("*")):
             if path.is_file():
-                archive.write(path, prefix + path.relative_to(folder).as_posix())
+                archive.write(path, path.relative_to(folder).as_posix())
     return target
 
 
-def _notebook(target: Path, files: dict[str, str]) -> Path:
+def notebook_of(target: Path, files: dict[str, str]) -> Path:
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(f"%%writefile {name}\n{text}")
                       for name, text in files.items()]
@@ -33,8 +33,8 @@ def _notebook(target: Path, files: dict[str, str]) -> Path:
 
 def test_a_folder_of_folders_zips_and_notebooks(tmp_path):
     shutil.copytree(CORRECT, tmp_path / "class" / "alice")
-    _zip(CORRECT, tmp_path / "class" / "bob.zip")
-    _notebook(tmp_path / "class" / "carol.ipynb", {"quiz.py": "ANSWERS = {}"})
+    zip_of(CORRECT, tmp_path / "class" / "bob.zip")
+    notebook_of(tmp_path / "class" / "carol.ipynb", {"quiz.py": "ANSWERS = {}"})
     (tmp_path / "class" / ".DS_Store").write_text("")
     (tmp_path / "class" / "out").mkdir()  # the output folder, inside: left out
     found = discover(tmp_path / "class", tmp_path / "scratch", skip=tmp_path / "class" / "out")
@@ -61,7 +61,7 @@ def test_a_gradescope_export(tmp_path):
         "    :sid: '271'\n"
         "  - :name: Grace Hopper\n"
         "    :email: grace@example.edu\n")
-    zipped = _zip(export, tmp_path / "submissions.zip")
+    zipped = zip_of(export, tmp_path / "submissions.zip")
     found = discover(zipped, tmp_path / "scratch")
     assert [(s.students, s.source.name) for s in found] == [
         (("271", "grace@example.edu"), "submission_1002"), (("314",), "submission_1001")]
@@ -76,7 +76,7 @@ def test_a_canvas_export(tmp_path):
         late = "LATE_" if name == "model.py" else ""
         target = name.replace(".py", "-1.py") if late else name
         shutil.copyfile(CORRECT / name, export / f"lovelaceada_{late}314_9001_{target}")
-    _zip(CORRECT, export / "turingalan_271_9002_lab9.zip")
+    zip_of(CORRECT, export / "turingalan_271_9002_lab9.zip")
     found = discover(export, tmp_path / "scratch")
     assert [s.students for s in found] == [("lovelaceada_314",), ("turingalan_271",)]
     assert sorted(p.name for p in found[0].source.iterdir()) == ["attention.py", "model.py"]
@@ -87,7 +87,7 @@ def test_what_is_not_a_class_says_so(tmp_path):
     with pytest.raises(ClassError, match="one submission"):
         discover(CORRECT, tmp_path)
     (tmp_path / "class" / "alice").mkdir(parents=True)
-    _zip(CORRECT, tmp_path / "class" / "alice.zip")
+    zip_of(CORRECT, tmp_path / "class" / "alice.zip")
     with pytest.raises(ClassError, match="more than one submission.*alice: alice, alice.zip"):
         discover(tmp_path / "class", tmp_path / "scratch")
 
@@ -103,7 +103,7 @@ def test_a_folder_travels_as_a_zip_of_its_files(tmp_path):
         assert sorted(archive.namelist()) == sorted(p.name for p in CORRECT.glob("*.py"))
     (tmp_path / "empty").mkdir()
     (tmp_path / "nothing.ipynb").write_text("")
-    _zip(tmp_path / "empty", tmp_path / "no-files.zip")
+    zip_of(tmp_path / "empty", tmp_path / "no-files.zip")
     for empty in ("empty", "nothing.ipynb", "no-files.zip", "missing"):
         with pytest.raises(Empty):
             payload(tmp_path / empty)

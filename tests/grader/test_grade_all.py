@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_classroom import _notebook, _zip
+from test_classroom import notebook_of, zip_of
 
 from grader.gradebook import HEADER
 from helpers import EXAMPLES, load_bugs
@@ -50,8 +50,8 @@ def classroom(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("grade-all")
     shutil.copytree(CORRECT, root / "class" / "alice")
     bugs = load_bugs()
-    _zip(bugs.materialize(bugs.BY_NAME["quiz_wrong_answer"], root / "bugs"), root / "class" / "bob.zip")
-    _notebook(root / "class" / "carol.ipynb", {})
+    zip_of(bugs.materialize(bugs.BY_NAME["quiz_wrong_answer"], root / "bugs"), root / "class" / "bob.zip")
+    notebook_of(root / "class" / "carol.ipynb", {})
     (root / "class" / "dave").mkdir()
     (root / "class" / "erin.zip").write_bytes(b"PK\x03\x04 cut short")
     return root

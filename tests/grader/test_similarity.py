@@ -1,7 +1,9 @@
 """grade-all --similarity's comparison (grader/similarity.py): copies are flagged, the stubs handed
-out are not (they are boilerplate), nor is a file written apart, and the HTML report is written."""
+out are not (they are boilerplate), nor is a file written apart; the HTML report is written, and
+summary.md lists the flagged pairs of students."""
 import shutil
 
+from grader.gradebook import summary
 from grader.runner import payload
 from grader.similarity import compare
 from helpers import EXAMPLES, ROOT
@@ -24,3 +26,4 @@ def test_copies_are_flagged_and_the_stubs_are_not(tmp_path):
     assert not any(pair.first == "(reference solutions)" for pair in pairs)  # correct/ was written apart
     report = (tmp_path / "similarity.html").read_text()
     assert "alice/attention.py" in report
+    assert "| alice | bob | 7 | 100% | analysis.py, attention.py, block.py," in summary([], "test", pairs)
