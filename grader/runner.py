@@ -1,5 +1,5 @@
-"""Grading many submissions at once: each one a `grader grade` process, run by threads here or as a
-task on a Dask cluster (grade-all and audit share this runner).
+"""Grading many submissions at once: each one `grader grade`, run by a judge process per thread here
+or per task thread of a Dask cluster's workers (grade-all and audit share this runner).
 
 A job is data (a file name, its bytes and `grader grade` options) and so is what comes back (a
 dict): a Dask worker needs nothing of the instructor's disk, and the student's code runs only in
@@ -12,15 +12,17 @@ import importlib.util
 import io
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import zipfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -142,6 +144,69 @@ def grader_version() -> str:
 
 _running: set[subprocess.Popen] = set()
 _running_lock = threading.Lock()
+_local = threading.local()
+
+
+class _Judge:
+    """A `grader` process that grades one job after another (`python -m grader.runner`), so that a
+    class pays its imports (torch, the suites, the reference) once per thread, not per submission.
+    Each grading is `grader grade` itself, run by cli.main in that process, its worker started fresh."""
+
+    def __init__(self) -> None:
+        # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.runner"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        start_new_session=True)
+        with _running_lock:
+            _running.add(self.process)
+
+    def grade(self, folder: Path, job: Job, card: Path) -> tuple[int, str] | None:
+        """(exit status, stderr) of `grader grade` on the job, or None past job.seconds (then the
+        process is stopped)."""
+        request = {"folder": str(folder), "argv": ["grade", job.name, "--json", str(card), *job.options]}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], job.seconds)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            return None
+        reply = json.loads(line)
+        return reply["status"], reply["stderr"]
+
+    def close(self) -> None:
+        _stop([self.process])
+        with _running_lock:
+            _running.discard(self.process)
+
+
+def _judge() -> _Judge:
+    """This thread's judge process, started if it has none or lost it."""
+    judge = getattr(_local, "judge", None)
+    if judge is None or judge.process.poll() is not None:
+        judge = _local.judge = _Judge()
+    return judge
+
+
+def serve() -> None:
+    """The judge process's loop: one JSON request per line in, one reply per line out."""
+    from .cli import main
+
+    replies = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        stderr = io.StringIO()
+        os.chdir(request["folder"])  # messages name the submission as the student named it
+        with redirect_stdout(io.StringIO()), redirect_stderr(stderr):
+            try:
+                status = main(request["argv"])
+            except SystemExit as exit:  # argparse
+                status = exit.code if isinstance(exit.code, int) else 2
+            except Exception:  # noqa: BLE001 - a grader error is the job's, not the process's
+                traceback.print_exc()
+                status = 1
+        replies.write(json.dumps({"status": status, "stderr": stderr.getvalue()[-4000:]}) + "\n")
+        replies.flush()
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
@@ -170,35 +235,23 @@ def _result(outcome: Outcome, message: str = "", card: dict | None = None, secon
 
 
 def grade_job(job: Job) -> dict:
-    """Grade one job with `grader grade` in a process of its own, wherever this runs (a thread
-    here, a Dask worker there); returns the outcome and the scorecard as data."""
+    """Grade one job with `grader grade` in this thread's judge process, wherever this runs (a
+    thread here, a Dask worker there); returns the outcome and the scorecard as data."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grade-job-") as work:
         folder = Path(work, "submission")
         folder.mkdir()
         (folder / job.name).write_bytes(job.data)
         card = Path(work, "card.json")
-        command = [sys.executable, "-m", "grader.cli", "grade", job.name, "--json", str(card), *job.options]
-        # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
-        process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True, errors="replace",
-                                   start_new_session=True)
-        with _running_lock:
-            _running.add(process)
-        try:
-            _, stderr = process.communicate(timeout=job.seconds)
-        except subprocess.TimeoutExpired:
-            _stop([process])
-            return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s",
-                           seconds=time.monotonic() - start)
-        finally:
-            with _running_lock:
-                _running.discard(process)
+        graded = _judge().grade(folder, job, card)
         seconds = time.monotonic() - start
-        if process.returncode == 0 and card.is_file():
+        if graded is None:
+            return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s", seconds=seconds)
+        status, stderr = graded
+        if status == 0 and card.is_file():
             return _result(Outcome.GRADED, card=json.loads(card.read_text()), seconds=seconds)
     lines = stderr.strip().splitlines()
-    last = lines[-1] if lines else f"`grader grade` ended with exit status {process.returncode}"
+    last = lines[-1] if lines else f"`grader grade` ended with exit status {status}"
     if last.startswith(_UNREADABLE):
         return _result(Outcome.UNREADABLE, last.removeprefix(_UNREADABLE), seconds=seconds)
     return _result(Outcome.ERROR, last.removeprefix("grader: "), seconds=seconds)
@@ -247,7 +300,8 @@ def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None) 
                 future.cancel()
             with _running_lock:
                 running = list(_running)
-            _stop(running)
+                _running.clear()
+            _stop(running)  # the judge processes too: running or idle, they end with the run
 
 
 def _outcome(future: cf.Future) -> dict:
@@ -255,3 +309,7 @@ def _outcome(future: cf.Future) -> dict:
         return future.result()
     except Exception as error:  # the cluster lost the task (a worker died, could not unpickle it...)
         return _result(Outcome.ERROR, f"{type(error).__name__}: {error}")
+
+
+if __name__ == "__main__":
+    serve()
