@@ -154,9 +154,13 @@ class _Judge:
 
     def __init__(self) -> None:
         # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
+        # One OpenMP thread from the start: gradings running side by side on the cores otherwise
+        # spin-wait in each other's way (measured: 8% less CPU time with two at once, and 1.76x
+        # instead of 1.65x on 2 cores). The judge's tensors are tiny; a second thread buys nothing.
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.process = subprocess.Popen([sys.executable, "-m", "grader.runner"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                        start_new_session=True)
+                                        env=env, start_new_session=True)
         with _running_lock:
             _running.add(self.process)
 
