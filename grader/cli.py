@@ -156,23 +156,40 @@ def _plugins() -> dict[str, EntryPoint]:
     return {point.name: point for point in entry_points(group=PLUGIN_GROUP)}
 
 
-def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
+def build_parser(plugins: dict[str, EntryPoint],
+                 student_release: bool = STUDENT_RELEASE) -> argparse.ArgumentParser:
+    """The command line; a student release's lists only the commands it can run."""
     parser = argparse.ArgumentParser(prog="grader",
                                      description="Module 9 Transformer lab: autograder and tools")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    grade = commands.add_parser("grade",
-                                help="grade a submission (directory, zip or notebook) with the hidden tests")
-    grade.add_argument("submission")
     check = commands.add_parser("check", help="run the public tests on your exercises")
     check.add_argument("path", nargs="?", default="exercises")
-    for command, run in ((grade, _grade), (check, _check)):
+    graders = [(check, _check)]
+    if not student_release:
+        grade = commands.add_parser("grade", help="grade a submission (directory, zip or notebook) with the "
+                                    "hidden tests")
+        grade.add_argument("submission")
+        graders.append((grade, _grade))
+    for command, run in graders:
         command.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
         command.add_argument("--only", metavar="A,B", help="only these components")
         command.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
                              help="multiply every test's time limit (e.g. 2 on a slow machine)")
         command.set_defaults(run=run)
+    if not student_release:
+        _instructor_commands(commands)
 
+    listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
+    listing.set_defaults(run=_list_tests)
+
+    for name, point in plugins.items():
+        package = point.value.split(":")[0]
+        commands.add_parser(name, help=f"from {package} (grader {name} --help)", add_help=False)
+    return parser
+
+
+def _instructor_commands(commands: argparse._SubParsersAction) -> None:
     grade_all = commands.add_parser("grade-all", help="grade a class (a folder, an LMS export)")
     grade_all.add_argument("submissions", help="a folder of per-student folders, zips or notebooks, an LMS "
                                                "export (Gradescope, Canvas), or a zip of one")
@@ -216,14 +233,6 @@ def build_parser(plugins: dict[str, EntryPoint]) -> argparse.ArgumentParser:
                                  "1/2 CPU)")
     autograder.add_argument("--force", action="store_true", help="replace an existing ZIP")
     autograder.set_defaults(run=_autograder)
-
-    listing = commands.add_parser("list-tests", help="every test with its component, points and visibility")
-    listing.set_defaults(run=_list_tests)
-
-    for name, point in plugins.items():
-        package = point.value.split(":")[0]
-        commands.add_parser(name, help=f"from {package} (grader {name} --help)", add_help=False)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.cli import INSTRUCTOR_COMMANDS
 from grader.cli import main as grader_main
 from grader.release import INSTRUCTOR_ONLY, PROJECT, ReleaseError, build_release
 from grader.spec import COMPONENTS, Visibility
@@ -325,10 +326,12 @@ def test_grade_and_the_instructor_commands_are_refused(installed):
     done = grader(installed, "grade", "exercises", "--json", "graded.json")
     assert done.returncode != 0 and "hidden tests" in done.stderr and "student release" in done.stderr
     assert not (installed[1] / "graded.json").exists()
-    for command in ("release-stubs", "release"):
+    for command in ("release-stubs", "release", "autograder", "grade-all"):
         done = grader(installed, command, "--out", "elsewhere")
         assert done.returncode != 0 and "for instructors" in done.stderr
     assert not (installed[1] / "elsewhere").exists()
+    listed = set(re.search(r"\{([^}]*)\}", grader(installed, "--help").stdout).group(1).split(","))
+    assert "check" in listed and not listed & set(INSTRUCTOR_COMMANDS), "--help lists only what runs"
 
 
 @pytest.mark.slow
