@@ -7,6 +7,7 @@ caused it (WorkerLost); the next call starts a new worker. When a worker is done
 it and every process it started are killed before anything else happens.
 """
 import functools
+import importlib.util
 import itertools
 import os
 import shutil
@@ -32,6 +33,7 @@ _UID_BASE = 1 << 30
 _NOGROUP = 65534
 _HIDDEN_PACKAGES = ("grader", "solutions")
 _uids = itertools.count()
+_NAMESPACES = ["--net", "--pid", "--fork", "--kill-child"]
 
 
 def _runs(command: list[str]) -> bool:
@@ -40,9 +42,6 @@ def _runs(command: list[str]) -> bool:
                               stderr=subprocess.DEVNULL, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-
-
-_NAMESPACES = ["--net", "--pid", "--fork", "--kill-child"]
 
 
 @functools.cache
@@ -67,11 +66,11 @@ def _launcher(confinement_mode: str) -> list[str]:
 
 
 def _module_folder(name: str) -> Path | None:
-    import importlib.util
     spec = importlib.util.find_spec(name)
     return Path(spec.origin).parent if spec and spec.origin else None
 
 
+@functools.cache
 def _visible_paths() -> list[str]:
     """What a worker needs to see in "root" mode: the system, Python, and the site-packages of
     torch and numpy (read-only)."""
@@ -84,6 +83,7 @@ def _visible_paths() -> list[str]:
     return sorted(paths)
 
 
+@functools.cache
 def _hidden_paths() -> list[str]:
     """The grader (its hidden suites, the salt) and the reference, wherever they are installed."""
     return [str(folder) for name in _HIDDEN_PACKAGES if (folder := _module_folder(name)) is not None]
@@ -169,7 +169,8 @@ class Worker:
         if self.uid is not None:
             os.chown(home, self.uid, _NOGROUP)
         confinement = Confinement(self.mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
-                                  read_only=[*_visible_paths(), str(area / "code")], masked=_hidden_paths(),
+                                  read_only=[*_visible_paths(), str(area / "code")],
+                                  masked=list(_hidden_paths()),
                                   submission=str(area / "submission"), home=str(home),
                                   uid=self.uid or 0, gid=_NOGROUP, limits=limits)
         in_jail = self.mode == "root"

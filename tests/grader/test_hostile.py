@@ -170,7 +170,7 @@ def test_the_worker_reads_neither_the_reference_nor_the_grader_nor_other_folders
         "other gradings' folders stay unseen"
 
 
-def test_the_worker_gets_no_salt_and_a_scrubbed_environment(sandbox, monkeypatch):
+def test_the_worker_gets_no_salt_and_a_scrubbed_environment(sandbox):
     assert "GRADER_SALT" in os.environ  # tests/conftest.py pins it
     assert set(call(sandbox, "environment")) <= {"PATH", "HOME", "TMPDIR", "PYTHONPATH", "LANG",
                                                  "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS",
