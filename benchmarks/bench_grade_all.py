@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.corpus import load_bugs
+from grader.instructor.corpus import load_bugs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.corpus import load_bugs
+from grader.instructor.corpus import load_bugs
 from grader.spec import Status
 from grader.suites import all_cases
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from grader.corpus import load_bugs
+from grader.instructor.corpus import load_bugs
 from grader.judge import judge
 from grader.spec import COMPONENTS
 

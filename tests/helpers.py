@@ -12,7 +12,7 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
-from grader import corpus
+from grader.instructor import corpus
 from grader.spec import TOLERANCES as GRADER_TOLERANCES
 from grader.spec import Tolerance
 from grader.suites.strategies import randn

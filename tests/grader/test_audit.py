@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from grader.audit import Catch, table
-from grader.corpus import DEFAULT
-from grader.runner import Outcome
+from grader.instructor.audit import Catch, table
+from grader.instructor.corpus import DEFAULT
+from grader.instructor.runner import Outcome
 
 
 def test_the_table_counts_catches_and_names_survivors():

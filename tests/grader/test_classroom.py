@@ -8,8 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.classroom import ClassError, discover
-from grader.runner import Empty, payload
+from grader.instructor.classroom import ClassError, discover
+from grader.instructor.runner import Empty, payload
 from helpers import EXAMPLES
 
 CORRECT = EXAMPLES / "correct"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_classroom import notebook_of, zip_of
 
-from grader.gradebook import HEADER
+from grader.instructor.gradebook import HEADER
 from helpers import EXAMPLES, load_bugs
 
 CORRECT = EXAMPLES / "correct"

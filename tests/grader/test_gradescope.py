@@ -20,8 +20,8 @@ import nbformat
 import pytest
 
 from grader.cli import main as grader_main
-from grader.corpus import load_bugs
-from grader.gradescope import VISIBILITIES, _submission, not_graded, results, write_results
+from grader.instructor.corpus import load_bugs
+from grader.instructor.gradescope import VISIBILITIES, _submission, not_graded, results, write_results
 from grader.results import Result
 from grader.salt import deployment_salt
 from grader.sandbox.client import mode

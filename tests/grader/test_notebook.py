@@ -13,7 +13,7 @@ import pytest
 from nbclient import NotebookClient
 
 from grader.cli import main as grader_main
-from grader.notebook import check_cell, handout_sections, main, write_notebook
+from grader.instructor.notebook import check_cell, handout_sections, main, write_notebook
 from grader.spec import COMPONENTS, DEPENDS
 from grader.submission import unpack
 from helpers import ROOT

@@ -22,9 +22,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.cli import INSTRUCTOR_COMMANDS
+from grader.cli import build_parser, command_names
 from grader.cli import main as grader_main
-from grader.release import INSTRUCTOR_ONLY, PROJECT, ReleaseError, build_release
+from grader.instructor.release import PROJECT, ReleaseError, build_release, instructor_only
 from grader.spec import COMPONENTS, Visibility
 from grader.stubs import BEGIN, END, stale_stubs, stub_source
 from grader.suites import all_cases
@@ -36,7 +36,7 @@ SOLUTIONS = ROOT / "solutions"
 IDIOMS = {"with torch.no_grad():", "model.eval()", "model.train()", "loss.backward()", "optimizer.step()",
           "for x, y in batches:", "logits = model(x)", "if mask is not None:", "if bias is not None:"}
 """Solution lines of plain Python/PyTorch idiom: the public suites and the experiments write them too."""
-FORBIDDEN_IMPORTS = ("solutions", "grader.reference", "grader.suites.hidden")
+FORBIDDEN_IMPORTS = ("solutions", "grader.suites.hidden.reference", "grader.suites.hidden")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -158,11 +158,11 @@ def test_the_scan_finds_solutions_hidden_tests_answers_and_results(tmp_path: Pat
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "examples" / "submissions" / "correct" / "quiz.py", tmp_path / "quiz.py")
     (tmp_path / "results.json").write_text("{}")
-    (tmp_path / "uses.py").write_text("from grader.reference import ref\n")
+    (tmp_path / "uses.py").write_text("from grader.suites.hidden.reference import ref\n")
     found = "\n".join(findings(tmp_path))
     for expected in ("attention.py: solution line", "grader/suites/hidden/attention.py: a file of the",
                      "hidden case", "quiz: the quiz answers", "results.json: a file",
-                     "uses: imports grader.reference"):
+                     "uses: imports grader.suites.hidden.reference"):
         assert expected in found
 
 
@@ -181,7 +181,9 @@ def test_the_release_holds_the_student_files_and_nothing_of_the_repository_besid
     repository = {p.relative_to(ROOT).as_posix() for package in ("grader", "experiments")
                   for p in (ROOT / package).rglob("*.py")}
     assert {p for p in shipped if not p.startswith("exercises/")} == {
-        p for p in repository if not p.startswith("grader/suites/hidden/")} - set(INSTRUCTOR_ONLY)
+        p for p in repository if not instructor_only(Path(p))}
+    assert not (release / "grader" / "instructor").exists()
+    assert not (release / "grader" / "suites" / "hidden").exists()
     junk = [p for p in release.rglob("*") if p.name in ("__pycache__", ".hypothesis") or p.suffix == ".pyc"]
     assert not junk
 
@@ -288,7 +290,8 @@ def test_the_venv_runs_the_releases_grader_without_reference_or_hidden_tests(ins
     venv, _, env = installed
     probe = ("import importlib.util as u, json, grader, experiments, grader.cli; print(json.dumps(["
              "grader.__file__, experiments.__file__, grader.cli.STUDENT_RELEASE, "
-             "[u.find_spec(m) is None for m in ('solutions', 'grader.reference', 'grader.suites.hidden')]]))")
+             "[u.find_spec(m) is None for m in ('solutions', 'grader.instructor', "
+             "'grader.suites.hidden')]]))")
     done = _run([venv / "bin" / "python", "-c", probe], tmp_path, env)
     assert done.returncode == 0, done.stderr
     grader_file, experiments_file, student, absent = json.loads(done.stdout)
@@ -320,6 +323,9 @@ def test_check_gives_a_copy_of_the_reference_every_public_point(installed):
     assert card["score"] == card["max_score"] == sum(case.points for case in public)
 
 
+INSTRUCTOR_COMMANDS = command_names(build_parser({}, False)) - command_names(build_parser({}, True))
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_grade_and_the_instructor_commands_are_refused(installed):
@@ -331,7 +337,7 @@ def test_grade_and_the_instructor_commands_are_refused(installed):
         assert done.returncode != 0 and "for instructors" in done.stderr
     assert not (installed[1] / "elsewhere").exists()
     listed = set(re.search(r"\{([^}]*)\}", grader(installed, "--help").stdout).group(1).split(","))
-    assert "check" in listed and not listed & set(INSTRUCTOR_COMMANDS), "--help lists only what runs"
+    assert "check" in listed and not listed & INSTRUCTOR_COMMANDS, "--help lists only what runs"
 
 
 @pytest.mark.slow

@@ -3,9 +3,9 @@ out are not (they are boilerplate), nor is a file written apart; the HTML report
 summary.md lists the flagged pairs of students."""
 import shutil
 
-from grader.gradebook import summary
-from grader.runner import payload
-from grader.similarity import compare
+from grader.instructor.gradebook import summary
+from grader.instructor.runner import payload
+from grader.instructor.similarity import compare
 from helpers import EXAMPLES, ROOT
 
 

@@ -1,6 +1,6 @@
 """Public and hidden suites apart: the public suites need neither the reference nor the hidden suites.
 
-Statically (nothing under grader/suites/public/, nor what it imports, imports grader.reference,
+Statically (nothing under grader/suites/public/, nor what it imports, imports grader.suites.hidden.reference,
 solutions or grader.suites.hidden) and for real: a copy of the grader package without
 suites/hidden/, run where `solutions` cannot be imported, checks the reference's copy with every
 public point and the stubs' copy as "not attempted" everywhere, and refuses to grade.
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.xdist_group("split")  # its module fixtures are costly:
 
 GRADER = ROOT / "grader"
 PUBLIC = GRADER / "suites" / "public"
-FORBIDDEN = ("grader.reference", "solutions", "grader.suites.hidden")
+FORBIDDEN = ("grader.suites.hidden.reference", "solutions", "grader.suites.hidden")
 
 
 def _module_file(name: str) -> Path | None:

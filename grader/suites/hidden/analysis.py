@@ -10,7 +10,6 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...reference import ref
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect_close, expect_tensor
@@ -18,6 +17,7 @@ from ..public.analysis import LM, expect_no_graph, lm_configs, own_weights, peri
 from ..public.block import perturb_own
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..strategies import causal as causal_mask
+from .reference import ref
 
 suite = Suite("analysis", Visibility.HIDDEN)
 

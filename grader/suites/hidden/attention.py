@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...reference import ref
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import close, expect, expect_close, expect_grad_close, expect_tensor
 from ..public.attention import MHA, SDPA, qkv
 from ..strategies import attention_shapes, causal, dtypes, mha_configs, randn, random_mask, seeds
 from ..twins import reference_grads, student_twin, twins
+from .reference import ref
 
 suite = Suite("attention", Visibility.HIDDEN)
 

@@ -5,7 +5,6 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...reference import ref
 from ...spec import ACTIVATIONS, EXACT, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
@@ -24,6 +23,7 @@ from ..public.block import (
 )
 from ..strategies import causal, dtypes, randn, seeds
 from ..twins import reference_module, student_twin
+from .reference import ref
 
 suite = Suite("block", Visibility.HIDDEN)
 activations = st.sampled_from(ACTIVATIONS)

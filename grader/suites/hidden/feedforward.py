@@ -6,7 +6,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...reference import ref
 from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
@@ -14,6 +13,7 @@ from ..checks import Failed, expect, expect_close, expect_grad_close, expect_ten
 from ..public.feedforward import F1, FFN, activations, widths
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..twins import reference_grads, reference_module, student_twin, twins
+from .reference import ref
 
 suite = Suite("feedforward", Visibility.HIDDEN)
 

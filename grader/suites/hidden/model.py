@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from hypothesis import example, given
 
-from ...reference import ref
 from ...spec import NORMS, Visibility
 from ...student import Remote, Student
 from .. import Suite
@@ -32,6 +31,7 @@ from ..public.model import (
 )
 from ..strategies import dtypes, randn, seeds
 from .block import expect_gradients_follow_forward
+from .reference import ref
 
 suite = Suite("model", Visibility.HIDDEN)
 # A config where every mistake _mistakes() knows shows clearly (two heads with distinct ALiBi slopes,

@@ -12,7 +12,6 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...reference import ref
 from ...spec import Tolerance, Visibility
 from .. import Suite
 from ..checks import expect_close
@@ -31,6 +30,7 @@ from ..public.positional import (
     shown,
 )
 from ..strategies import batch_dims, dtypes, randn, seeds
+from .reference import ref
 
 suite = Suite("positional", Visibility.HIDDEN)
 

@@ -2,11 +2,11 @@
 
 Messages name the question and its topic, never the right letter.
 """
-from ...reference import ref
 from ...spec import Visibility
 from .. import Suite
 from ..checks import expect
 from ..public.quiz import QUESTIONS, answers, letter
+from .reference import ref
 
 suite = Suite("quiz", Visibility.HIDDEN)
 

@@ -9,7 +9,6 @@ from hypothesis import Phase, example, given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...reference import ref
 from ...spec import IGNORE_INDEX, Visibility
 from .. import Suite
 from ..checks import Failed, expect, expect_close
@@ -30,6 +29,7 @@ from ..public.trainer import (
     twin_models,
 )
 from ..strategies import seeds
+from .reference import ref
 
 suite = Suite("trainer", Visibility.HIDDEN)
 # Training runs cost a few ms each and their diagnoses a dozen more: find a failing example,

@@ -12,9 +12,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..grading import GradeOptions
+from ..spec import COMPONENTS, Status, Visibility
 from .corpus import load_bugs
 from .runner import Job, Outcome, grade_jobs, payload
-from .spec import COMPONENTS, Status, Visibility
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | Non
     """Grade the corpus's bugs (those named, or all) and say which tests catch each."""
     from tqdm import tqdm
 
-    from .suites import all_cases
+    from ..suites import all_cases
 
     module = load_bugs(Path(corpus))
     unknown = sorted(set(names) - {bug.name for bug in module.BUGS})
@@ -54,7 +55,8 @@ def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | Non
         raise ValueError(f"no bug named {', '.join(unknown)} in {corpus}")
     bugs = [bug for bug in module.BUGS if not names or bug.name in names]
     with tempfile.TemporaryDirectory(prefix="audit-") as scratch:
-        jobs = [Job(*payload(module.materialize(bug, scratch)), ("--only", bug.component)) for bug in bugs]
+        jobs = [Job(*payload(module.materialize(bug, scratch)), GradeOptions((bug.component,)))
+                for bug in bugs]
     results: list[dict] = [{}] * len(jobs)
     with tqdm(total=len(jobs), desc="grading the bugs", unit="bug", file=sys.stderr) as bar, \
             closing(grade_jobs(jobs, workers, scheduler)) as graded:

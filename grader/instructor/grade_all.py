@@ -14,7 +14,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import write_atomic
+from ..atomic import write_atomic
+from ..grading import GradeOptions
 from .classroom import Submission, discover
 from .gradebook import Row, summary, write_figures, write_gradebook
 from .runner import BACKSTOP_SECONDS, FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
@@ -32,7 +33,7 @@ class Entry:
     problem: str = ""
 
 
-def _entries(submissions: list[Submission], options: tuple[str, ...], seconds: float) -> list[Entry]:
+def _entries(submissions: list[Submission], options: GradeOptions, seconds: float) -> list[Entry]:
     entries = []
     for submission in submissions:
         try:
@@ -112,7 +113,7 @@ def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int
 
 
 def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
-              options: tuple[str, ...] = (), seconds: float = BACKSTOP_SECONDS,
+              options: GradeOptions | None = None, seconds: float = BACKSTOP_SECONDS,
               similarity: bool = False) -> int:
     """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
     Raises classroom.ClassError for input that is not a class, runner.VersionMismatch."""
@@ -121,7 +122,7 @@ def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None 
     version = grader_version()
     with tempfile.TemporaryDirectory(prefix="grade-all-") as scratch:
         found = discover(Path(submissions), Path(scratch), skip=out)
-        entries = _entries(found, options, seconds)
+        entries = _entries(found, options or GradeOptions(), seconds)
     state = _load_state(out)
     for entry in entries:
         if entry.job is None:

@@ -29,14 +29,15 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
-from .salt import deployment_salt
+from ..grading import GradeOptions
+from ..salt import deployment_salt
+from . import INSTRUCTOR_PATH
 
 BACKSTOP_SECONDS = 900.0
 """A `grader grade` still running after this is killed. The judge ends any submission after 300 s
 (judge.SUBMISSION_SECONDS) of its own accord: this only catches a grader that hangs."""
 STOP_SECONDS = 10.0
 """After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
-_UNREADABLE = "grader: cannot read the submission: "
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # a folder's zip, and so its hash, must not depend on mtimes
 
 
@@ -69,12 +70,12 @@ class Job:
 
     name: str
     data: bytes
-    options: tuple[str, ...] = ()
+    options: GradeOptions = GradeOptions()
     seconds: float = BACKSTOP_SECONDS
 
     def digest(self) -> str:
         """What the grade depends on, of the submission: its name, bytes and the grading options."""
-        text = json.dumps([self.name, hashlib.sha256(self.data).hexdigest(), self.options])
+        text = json.dumps([self.name, hashlib.sha256(self.data).hexdigest(), self.options.to_json()])
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -118,25 +119,24 @@ def _zip_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-CLASS_MODULES = frozenset({"atomic.py", "audit.py", "autograder.py", "classroom.py", "grade_all.py",
-                           "gradebook.py", "gradescope.py", "runner.py", "similarity.py"})
-"""The grader's modules that grade a class or build a bundle, not a submission: editing them changes
-no grade."""
+GRADING_PACKAGES = ("grader", "solutions")
+"""What grades depend on: these packages' sources, less INSTRUCTOR_PATH (the class tools and the
+bundle builders, which change no grade)."""
 
 
 @cache
 def grader_version() -> str:
-    """What a grade depends on besides the submission: the grader's sources (all but CLASS_MODULES),
-    the reference's, and the deployment's salt (hashed together: the salt never leaves the machine)."""
+    """What a grade depends on besides the submission: the sources of GRADING_PACKAGES (less
+    grader/instructor/), and the deployment's salt (hashed in: the salt never leaves the machine)."""
     digest = hashlib.sha256()
-    for package in ("grader", "solutions"):
+    for package in GRADING_PACKAGES:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.origin:
             continue
         root = Path(spec.origin).parent
         for path in sorted(root.rglob("*.py")):
-            name = path.relative_to(root).as_posix()
-            if package != "grader" or name not in CLASS_MODULES:
+            name = path.relative_to(root.parent).as_posix()
+            if not Path(name).is_relative_to(INSTRUCTOR_PATH):
                 digest.update(name.encode() + b"\0" + path.read_bytes())
     digest.update(deployment_salt().encode())
     return f"{version('module9-transformer-lab')}+{digest.hexdigest()[:12]}"
@@ -148,9 +148,9 @@ _local = threading.local()
 
 
 class _Judge:
-    """A `grader` process that grades one job after another (`python -m grader.runner`), so that a
-    class pays its imports (torch, the suites, the reference) once per thread, not per submission.
-    Each grading is `grader grade` itself, run by cli.main in that process, its worker started fresh."""
+    """A judge process that grades one job after another (`python -m grader.instructor.runner`), so
+    that a class pays its imports (torch, the suites, the reference) once per thread, not per
+    submission. Each grading is grading.grade, as `grader grade` runs it, with a fresh worker."""
 
     def __init__(self) -> None:
         # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
@@ -158,16 +158,16 @@ class _Judge:
         # spin-wait in each other's way (measured: 8% less CPU time with two at once, and 1.76x
         # instead of 1.65x on 2 cores). The judge's tensors are tiny; a second thread buys nothing.
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.runner"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                        env=env, start_new_session=True)
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.instructor.runner"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
         with _running_lock:
             _running.add(self.process)
 
-    def grade(self, folder: Path, job: Job, card: Path) -> tuple[int, str] | None:
-        """(exit status, stderr) of `grader grade` on the job, or None past job.seconds (then the
-        process is stopped)."""
-        request = {"folder": str(folder), "argv": ["grade", job.name, "--json", str(card), *job.options]}
+    def grade(self, folder: Path, job: Job) -> dict | None:
+        """The judge process's reply for the job (its outcome, message and scorecard), or None past
+        job.seconds (then the process is stopped)."""
+        request = {"folder": str(folder), "name": job.name, "options": job.options.to_json()}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         ready, _, _ = select.select([self.process.stdout], [], [], job.seconds)
@@ -175,8 +175,7 @@ class _Judge:
         if not line:
             self.close()
             return None
-        reply = json.loads(line)
-        return reply["status"], reply["stderr"]
+        return json.loads(line)
 
     def close(self) -> None:
         _stop([self.process])
@@ -192,24 +191,30 @@ def _judge() -> _Judge:
     return judge
 
 
+def _grade_request(request: dict) -> dict:
+    """One job in the judge process: its outcome, a message, and the scorecard as data."""
+    from ..grading import grade
+    from ..submission import SubmissionError
+
+    os.chdir(request["folder"])  # messages name the submission as the student named it
+    try:
+        card = grade(Path(request["name"]), GradeOptions.from_json(request["options"]))
+    except SubmissionError as error:
+        return {"outcome": Outcome.UNREADABLE.value, "message": str(error)}
+    except Exception as error:  # noqa: BLE001 - a grader error is the job's, not the process's
+        lines = traceback.format_exception_only(error)
+        return {"outcome": Outcome.ERROR.value, "message": lines[-1].strip()}
+    return {"outcome": Outcome.GRADED.value, "message": "", "card": card.to_json()}
+
+
 def serve() -> None:
     """The judge process's loop: one JSON request per line in, one reply per line out."""
-    from .cli import main
-
     replies = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
-        stderr = io.StringIO()
-        os.chdir(request["folder"])  # messages name the submission as the student named it
-        with redirect_stdout(io.StringIO()), redirect_stderr(stderr):
-            try:
-                status = main(request["argv"])
-            except SystemExit as exit:  # argparse
-                status = exit.code if isinstance(exit.code, int) else 2
-            except Exception:  # noqa: BLE001 - a grader error is the job's, not the process's
-                traceback.print_exc()
-                status = 1
-        replies.write(json.dumps({"status": status, "stderr": stderr.getvalue()[-4000:]}) + "\n")
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            reply = _grade_request(request)
+        replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
 
@@ -239,26 +244,16 @@ def _result(outcome: Outcome, message: str = "", card: dict | None = None, secon
 
 
 def grade_job(job: Job) -> dict:
-    """Grade one job with `grader grade` in this thread's judge process, wherever this runs (a
+    """Grade one job with grading.grade in this thread's judge process, wherever this runs (a
     thread here, a Dask worker there); returns the outcome and the scorecard as data."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grade-job-") as work:
-        folder = Path(work, "submission")
-        folder.mkdir()
-        (folder / job.name).write_bytes(job.data)
-        card = Path(work, "card.json")
-        graded = _judge().grade(folder, job, card)
-        seconds = time.monotonic() - start
-        if graded is None:
-            return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s", seconds=seconds)
-        status, stderr = graded
-        if status == 0 and card.is_file():
-            return _result(Outcome.GRADED, card=json.loads(card.read_text()), seconds=seconds)
-    lines = stderr.strip().splitlines()
-    last = lines[-1] if lines else f"`grader grade` ended with exit status {status}"
-    if last.startswith(_UNREADABLE):
-        return _result(Outcome.UNREADABLE, last.removeprefix(_UNREADABLE), seconds=seconds)
-    return _result(Outcome.ERROR, last.removeprefix("grader: "), seconds=seconds)
+        (Path(work) / job.name).write_bytes(job.data)
+        reply = _judge().grade(Path(work), job)
+    seconds = time.monotonic() - start
+    if reply is None:
+        return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s", seconds=seconds)
+    return _result(Outcome(reply["outcome"]), reply["message"], reply.get("card"), seconds)
 
 
 def default_workers() -> int:

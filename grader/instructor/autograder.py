@@ -3,7 +3,7 @@
 At its top level (Gradescope's layout, https://gradescope-autograders.readthedocs.io/en/latest/specs/):
 - setup.sh: Gradescope runs it once, as root, when it builds the image: Python 3.11+, CPU torch
   and the grader, all into ROOT/venv (nothing is downloaded at grading time);
-- run_autograder: run for each submission: `python -m grader.gradescope ROOT` (gradescope.py);
+- run_autograder: run for each submission: `python -m grader.instructor.gradescope ROOT` (gradescope.py);
 - autograder.json: the bundle's settings (the hidden tests' visibility, the time limits' scale);
 - salt: this deployment's salt (grader/salt.py), so that Gradescope draws the hidden inputs that
   `grader grade` draws here: the same submission gets the same score in both places;
@@ -17,11 +17,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ..salt import deployment_salt
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from .release import INSTRUCTOR_ONLY, JUNK
-from .salt import deployment_salt
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("grader", "solutions")
 FILES = ("pyproject.toml", "README.md")
 LEFT_OUT = ("grader/suites/hidden/salt",)
@@ -73,7 +73,7 @@ if [ -x "$root/venv/bin/python" ]; then  # setup.sh's; without it, the python on
 fi
 GRADER_SALT="$(cat "$root/source/salt")"
 export GRADER_SALT
-exec python -m grader.gradescope "$root" "$@"
+exec python -m grader.instructor.gradescope "$root" "$@"
 """
 
 
@@ -122,7 +122,7 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
     with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as new:
         try:
             with zipfile.ZipFile(new, "w") as archive:
-                private = " ".join(("solutions", *INSTRUCTOR_ONLY))
+                private = " ".join(("solutions", *map(str, INSTRUCTOR_ONLY)))
                 _add(archive, "setup.sh", SETUP.replace("@PRIVATE@", private).encode(), executable=True)
                 _add(archive, "run_autograder", RUN.encode(), executable=True)
                 _add(archive, "autograder.json", (json.dumps(settings, indent=2) + "\n").encode())

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import write_atomic
-from .submission import MODULES, SubmissionError, unpack
+from ..atomic import write_atomic
+from ..submission import MODULES, SubmissionError, unpack
 
 THRESHOLD = 0.75
 """A pair is flagged when this share of either file's fingerprints (beyond the stubs) is in the other.
@@ -55,7 +55,7 @@ def _write_files(payloads: Mapping[str, tuple[str, bytes]], files: Path, scratch
 
 
 def _write_stubs(stubs: Path) -> None:
-    from .stubs import stub_file
+    from ..stubs import stub_file
 
     stubs.mkdir()
     for module in MODULES:

@@ -1,8 +1,8 @@
 """`grader release --out DIR`: the student distribution, a pip-installable folder DIR and DIR.zip.
 
-It holds the grader without what only grading needs (the hidden suites, grader/reference.py and
-this builder), the experiments package, the stubs generated from solutions/ (as exercises/), the
-handout docs/lab.md as README.md, docs/spec.md (and docs/grading.md, which spec.md links to),
+It holds the grader without what only instructors need (grader/instructor/, this builder among
+them, and the hidden suites), the experiments package, the stubs generated from solutions/ (as
+exercises/), the handout docs/lab.md as README.md, docs/spec.md (and docs/grading.md, which spec.md links to),
 lab.ipynb and a pyproject.toml of its own. Nothing else of the repository ships: no solutions/,
 no examples/ (the correct example holds the quiz answers), no tests/, no experiment results.
 """
@@ -14,20 +14,24 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+from ..stubs import release_stubs
+from . import INSTRUCTOR_PATH
 from .notebook import write_notebook
-from .stubs import release_stubs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROJECT = "module9-transformer-lab-student"
 PACKAGES = ("grader", "experiments")
-INSTRUCTOR_ONLY = ("grader/suites/hidden", "grader/reference.py", "grader/release.py", "grader/autograder.py",
-                   "grader/audit.py", "grader/classroom.py", "grader/grade_all.py", "grader/gradebook.py",
-                   "grader/runner.py", "grader/similarity.py")
-"""Paths of PACKAGES left out: the hidden tests (and the salt among them), the door to the reference,
-the release builder, the Gradescope bundle builder and what grades a class."""
+INSTRUCTOR_ONLY = (INSTRUCTOR_PATH, Path("grader/suites/hidden"))
+"""What of PACKAGES the release leaves out, with all below: the instructors' package (this builder
+among them) and the hidden tests (the door to the reference and the salt among them)."""
 DOCS = ("spec.md", "grading.md")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "*.egg-info")
 _RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
+
+
+def instructor_only(path: Path) -> bool:
+    """Whether a path of the repository stays out of the student release."""
+    return any(Path(path).is_relative_to(prefix) for prefix in INSTRUCTOR_ONLY)
 
 
 class ReleaseError(ValueError):
@@ -85,7 +89,7 @@ def _assemble(folder: Path, repo: Path) -> None:
     """Write the release's files into the new folder `folder`."""
     def ignore(directory: str, names: list[str]) -> set[str]:
         here = Path(directory).relative_to(repo)
-        return set(JUNK(directory, names)) | {n for n in names if (here / n).as_posix() in INSTRUCTOR_ONLY}
+        return set(JUNK(directory, names)) | {n for n in names if instructor_only(here / n)}
 
     for package in PACKAGES:
         shutil.copytree(repo / package, folder / package, ignore=ignore)

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-DEFAULT = Path(__file__).resolve().parents[1] / "examples" / "submissions" / "bugs.py"
+DEFAULT = Path(__file__).resolve().parents[2] / "examples" / "submissions" / "bugs.py"
 
 
 def load_bugs(path: Path = DEFAULT) -> ModuleType:

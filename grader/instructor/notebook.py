@@ -6,7 +6,7 @@ A part's check sits after the last part its tests also run (spec.DEPENDS): run t
 file a check needs has been written by then (attention.py imports positional.py, for one). The rest
 of the handout closes the notebook. Filled in, the notebook is itself a submission: the grader reads
 its `%%writefile` cells (grader/submission.py). `grader release` writes it; instructors can also run
-`python -m grader.notebook OUT`.
+`python -m grader.instructor.notebook OUT`.
 """
 import argparse
 import re
@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from .spec import COMPONENTS, DEPENDS
+from ..spec import COMPONENTS, DEPENDS
 
 _PART = re.compile(r"^## (Part \d+\b.*?)\s*\(`(\w+)\.py`", re.MULTILINE)
 _HEADING = re.compile(r"^## ", re.MULTILINE)
@@ -107,7 +107,8 @@ def write_notebook(exercises: Path, handout: Path, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.notebook", description="write the lab notebook")
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor.notebook",
+                                     description="write the lab notebook")
     parser.add_argument("out", help="the notebook to write (e.g. lab.ipynb), or a folder for lab.ipynb")
     parser.add_argument("--exercises", default="exercises", help="the stubs (default: exercises/)")
     parser.add_argument("--handout", default="docs/lab.md", help="the handout (default: docs/lab.md)")

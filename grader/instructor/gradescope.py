@@ -8,7 +8,7 @@ always visible, hidden ones get the bundle's visibility (after_published by defa
 student sees their public tests at once and the rest when the instructor says so. The top-level
 output (Markdown) sums up what the student may see now, and never more.
 
-The bundle's run_autograder calls `python -m grader.gradescope ROOT [--only A,B]`, which grades
+The bundle's run_autograder calls `python -m grader.instructor.gradescope ROOT [--only A,B]`, which grades
 ROOT/submission with `grader grade` in a child process (the judge: the student's code runs in its
 sandbox, never here), then writes ROOT/results/results.json once the judge and its workers are
 gone, replacing whatever is there. A submission that cannot be read, or a grading that does not
@@ -27,12 +27,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import write_atomic
-from .spec import COMPONENTS, Status
-from .submission import MODULES, SubmissionError, unpack
+from ..atomic import write_atomic
+from ..spec import COMPONENTS, Status
+from ..submission import MODULES, SubmissionError, unpack
 
 if TYPE_CHECKING:
-    from .suites import Case
+    from ..suites import Case
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 """Gradescope's visibility values: never shown, after the due date, once published, always."""
@@ -160,7 +160,7 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
             return not_graded(f"`grader grade` exited with code {code}", unreadable=False,
                               execution_time=time.monotonic() - start)
         card = json.loads(card_file.read_text())
-    from .suites import all_cases
+    from ..suites import all_cases
     return results(card, all_cases(), hidden_visibility=settings["hidden_visibility"],
                    execution_time=time.monotonic() - start)
 
@@ -175,7 +175,8 @@ def write_results(payload: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """run_autograder's step: grade ROOT/submission, write ROOT/results/results.json; 0 once written."""
-    parser = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor.gradescope",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("root", type=Path, help="the autograder root (Gradescope's /autograder)")
     parser.add_argument("--only", metavar="A,B", help="only these components (to try the bundle quickly)")
     args = parser.parse_args(argv)

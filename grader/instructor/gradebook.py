@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import write_atomic
+from ..atomic import write_atomic
+from ..spec import COMPONENTS, Status
 from .runner import Outcome
 from .similarity import Pair
-from .spec import COMPONENTS, Status
 
 HEADER = ("student", "total", *COMPONENTS, "status")
 BINS = 10

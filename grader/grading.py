@@ -1,0 +1,66 @@
+"""Grading one submission, as a function: `grade(submission, options) -> Scorecard`.
+
+The command line (`grader grade`, `grader check`) and the class runner (grader/instructor/runner.py)
+both call it, so a class graded in parallel or on a cluster gets exactly what `grader grade` gives.
+"""
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+from .results import Result
+from .scoring import Scorecard
+from .spec import COMPONENTS
+
+
+@dataclass(frozen=True)
+class GradeOptions:
+    """How to grade: which components, which tests, and how much time each test gets."""
+
+    components: tuple[str, ...] = COMPONENTS
+    public_only: bool = False
+    timeout_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "components", tuple(self.components))
+        unknown = [name for name in self.components if name not in COMPONENTS]
+        if unknown or not self.components:
+            raise ValueError(f"--only: no component {', '.join(unknown) or '(none given)'} "
+                             f"(components: {', '.join(COMPONENTS)})")
+        if not self.timeout_scale > 0:
+            raise ValueError(f"--timeout-scale {self.timeout_scale:g}: a positive factor")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "components": list(self.components)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "GradeOptions":
+        return cls(**data)
+
+
+def parse_components(text: str | None) -> tuple[str, ...]:
+    """`--only A,B` as component names (all when not given); ValueError names an unknown one."""
+    if not text:
+        return COMPONENTS
+    return GradeOptions(tuple(name.strip() for name in text.split(",") if name.strip())).components
+
+
+def grade(submission: Path, options: GradeOptions = GradeOptions(),
+          on_result: Callable[[Result], None] | None = None) -> Scorecard:
+    """Grade a submission (a folder, a zip or a notebook) in a fresh sandbox.
+
+    Raises SubmissionError when it cannot be read at all, HiddenTestsMissing when the hidden tests
+    are asked for where they are not installed (a student release).
+    """
+    from .sandbox.client import Sandbox
+    from .submission import unpack
+
+    with TemporaryDirectory(prefix="submission-") as scratch, TemporaryDirectory(prefix="grader-") as work:
+        directory = unpack(Path(submission), Path(scratch))
+        sandbox = Sandbox(directory, Path(work))
+        sandbox.start()  # the worker imports torch while this process does, just below
+        from .judge import judge
+        from .scoring import scorecard
+
+        return scorecard(judge(directory, public_only=options.public_only, components=options.components,
+                               timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox))
