@@ -14,11 +14,14 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .archive import ArchiveError, safe_extract
 from .spec import COMPONENTS
 
 MODULES = COMPONENTS
 """A submission's files: one module per component, named after it."""
 MAX_ZIP_BYTES = 20 * 1024 * 1024
+MAX_ZIP_FILES = 2000
+"""A submission's zip: its caps (a whole repository fits; a zip bomb does not)."""
 SEARCH_DEPTH = 5
 """How deep below the folder given the exercise files are looked for."""
 _CELL_FILE = re.compile(r"^(?:%%writefile(\s+(?:-a|--append))?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
@@ -67,15 +70,10 @@ def unpack(path: Path, scratch: Path) -> Path:
     if path.is_dir():
         return _package_root(path, path)
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            members = [m for m in archive.infolist() if not m.is_dir()]
-            if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-                raise SubmissionError(f"{path} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB")
-            for member in members:
-                target = (scratch / member.filename).resolve()
-                if not target.is_relative_to(scratch.resolve()):
-                    raise SubmissionError(f"{path} has an entry outside its folder: {member.filename}")
-            archive.extractall(scratch)
+        try:
+            safe_extract(path, scratch, MAX_ZIP_BYTES, MAX_ZIP_FILES)
+        except ArchiveError as error:
+            raise SubmissionError(str(error)) from error
         return _package_root(scratch, path)
     if path.suffix == ".ipynb":
         return notebook_files(path, scratch)

@@ -14,9 +14,9 @@ ROOT is AUTOGRADER_ROOT, default /autograder; Gradescope unzips the bundle into 
 import json
 import os
 import tempfile
-import zipfile
 from pathlib import Path
 
+from ..archive import deterministic_zip
 from ..salt import deployment_salt
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
 from .release import INSTRUCTOR_ONLY, JUNK
@@ -26,7 +26,6 @@ PACKAGES = ("grader", "solutions")
 FILES = ("pyproject.toml", "README.md")
 LEFT_OUT = ("grader/suites/hidden/salt",)
 """The salt travels as the bundle's `salt` file (the installed package does not hold it)."""
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # every entry's date: the same sources give the same zip
 
 SETUP = """\
 #!/usr/bin/env bash
@@ -81,13 +80,6 @@ class AutograderError(ValueError):
     """The bundle cannot be written (where asked, or without the reference and hidden tests)."""
 
 
-def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
-    entry = zipfile.ZipInfo(name, _EPOCH)
-    entry.external_attr = (0o100755 if executable else 0o100644) << 16
-    entry.compress_type = zipfile.ZIP_DEFLATED
-    archive.writestr(entry, data)
-
-
 def _sources(repo: Path) -> list[Path]:
     """The files of PACKAGES and FILES to install, relative to `repo`, without caches and the salt."""
     found = [Path(name) for name in FILES]
@@ -121,14 +113,13 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
     # reference and the salt.
     with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as new:
         try:
-            with zipfile.ZipFile(new, "w") as archive:
-                private = " ".join(("solutions", *map(str, INSTRUCTOR_ONLY)))
-                _add(archive, "setup.sh", SETUP.replace("@PRIVATE@", private).encode(), executable=True)
-                _add(archive, "run_autograder", RUN.encode(), executable=True)
-                _add(archive, "autograder.json", (json.dumps(settings, indent=2) + "\n").encode())
-                _add(archive, "salt", (deployment_salt() + "\n").encode())
-                for path in _sources(repo):
-                    _add(archive, path.as_posix(), (repo / path).read_bytes())
+            private = " ".join(("solutions", *map(str, INSTRUCTOR_ONLY)))
+            files = [("setup.sh", SETUP.replace("@PRIVATE@", private).encode()),
+                     ("run_autograder", RUN.encode()),
+                     ("autograder.json", (json.dumps(settings, indent=2) + "\n").encode()),
+                     ("salt", (deployment_salt() + "\n").encode()),
+                     *((path.as_posix(), (repo / path).read_bytes()) for path in _sources(repo))]
+            new.write(deterministic_zip(files, executable=("setup.sh", "run_autograder")))
         except BaseException:
             os.unlink(new.name)
             raise

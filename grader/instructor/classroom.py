@@ -22,12 +22,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..submission import MODULES
+from ..archive import ArchiveError, safe_extract
+from ..submission import MAX_ZIP_BYTES, MODULES
 
 METADATA = "submission_metadata.yml"
 _CANVAS = re.compile(r"^(?P<name>[^_]+)_(?:LATE_)?(?P<user>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 _RESUBMISSION = re.compile(r"-\d+(?=\.\w+$)")
 _LEFT_OUT = ("__MACOSX", "__pycache__")
+EXPORT_FILES = 200_000
+"""The most files an export's zip may hold (a class of 1,000 submitting a hundred files each)."""
 
 
 class ClassError(ValueError):
@@ -92,13 +95,18 @@ def _look_into(root: Path, skip: Path | None) -> Path:
 
 
 def _extract(path: Path, target: Path) -> Path:
+    """An export's zip, capped per file at one submission's cap (submission.MAX_ZIP_BYTES), and in
+    all at that cap times its number of files. A student's own zip inside is capped again when it
+    is graded, so a zip bomb a student uploaded costs that student's row only."""
     try:
         with zipfile.ZipFile(path) as archive:
-            for member in archive.infolist():
-                if not (target / member.filename).resolve().is_relative_to(target.resolve()):
-                    raise ClassError(f"{path} has an entry outside its folder: {member.filename}")
-            archive.extractall(target)
-    except (zipfile.BadZipFile, OSError) as error:
+            files = [member for member in archive.infolist() if not member.is_dir()]
+        for member in files:
+            if member.file_size > MAX_ZIP_BYTES:
+                raise ArchiveError(f"its entry {member.filename!r} unpacks to more than a submission's "
+                                   f"{MAX_ZIP_BYTES >> 20} MiB")
+        safe_extract(path, target, MAX_ZIP_BYTES * max(1, len(files)), EXPORT_FILES)
+    except (ArchiveError, zipfile.BadZipFile, OSError) as error:
         raise ClassError(f"cannot unpack {path}: {error}") from error
     return target
 

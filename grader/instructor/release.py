@@ -11,9 +11,9 @@ import re
 import shutil
 import tempfile
 import tomllib
-import zipfile
 from pathlib import Path
 
+from ..archive import deterministic_zip, folder_files
 from ..stubs import release_stubs
 from . import INSTRUCTOR_PATH
 from .notebook import write_notebook
@@ -105,10 +105,7 @@ def _assemble(folder: Path, repo: Path) -> None:
 
 def _zip(folder: Path, archive: Path) -> None:
     """`folder` as a zip whose entries all sit under folder's name (it unzips to the folder)."""
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                zf.write(path, (Path(folder.name) / path.relative_to(folder)).as_posix())
+    archive.write_bytes(deterministic_zip(folder_files(folder, prefix=f"{folder.name}/")))
 
 
 def build_release(out: Path, *, force: bool = False, repo: Path = REPO) -> Path:

@@ -29,6 +29,7 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
+from ..archive import deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
 from . import INSTRUCTOR_PATH
@@ -38,7 +39,6 @@ BACKSTOP_SECONDS = 900.0
 (judge.SUBMISSION_SECONDS) of its own accord: this only catches a grader that hangs."""
 STOP_SECONDS = 10.0
 """After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # a folder's zip, and so its hash, must not depend on mtimes
 
 
 class Outcome(StrEnum):
@@ -101,22 +101,10 @@ def payload(source: Path) -> tuple[str, bytes]:
 
 
 def _zip_folder(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    written = 0
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for root, dirs, files in os.walk(folder):  # does not descend into linked folders
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                path = Path(root, name)
-                if path.is_symlink():
-                    continue
-                info = zipfile.ZipInfo(path.relative_to(folder).as_posix(), _FIXED_TIME)
-                info.external_attr = 0o644 << 16
-                archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
-                written += 1
-    if not written:
+    files = folder_files(folder)
+    if not files:
         raise Empty(f"{folder.name}/ holds no file")
-    return buffer.getvalue()
+    return deterministic_zip(files)
 
 
 GRADING_PACKAGES = ("grader", "solutions")
