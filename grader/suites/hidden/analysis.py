@@ -1,5 +1,5 @@
 """analysis.py, hidden: attention_entropy (X1), previous_token_score (X2), induction_score (X3) and
-attention_maps against the student's own model, with the classic mistakes named (4 points).
+attention_maps against the student's own model, with the classic mistakes named.
 
 attention_maps_matches_model runs the student's own TinyTransformerLM and compares with that
 model's own weights, so a mistake inside the model costs the model's tests, not these.

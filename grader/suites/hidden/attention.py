@@ -1,4 +1,4 @@
-"""attention.py, hidden cases (11 points): scaled_dot_product_attention (A1) and MultiHeadAttention
+"""attention.py, hidden cases: scaled_dot_product_attention (A1) and MultiHeadAttention
 against the reference (values, gradients, dropout), naming classic mistakes."""
 import math
 from functools import cache

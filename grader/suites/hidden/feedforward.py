@@ -1,5 +1,4 @@
-"""feedforward.py, hidden cases: FeedForward (F1) against the reference, its gradients and dropout
-(5 points)."""
+"""feedforward.py, hidden cases: FeedForward (F1) against the reference, its gradients and dropout."""
 import torch
 import torch.nn.functional as F
 from hypothesis import example, given

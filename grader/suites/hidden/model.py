@@ -1,6 +1,6 @@
 """model.py, hidden: (M1) composed from the model's own parts with the classic mistakes named,
-dropout, gradients against the model's own forward, and training scored in the reference model
-(7 points). Only the training runs use the reference (and the student's whole stack)."""
+dropout, gradients against the model's own forward, and training scored in the reference model.
+Only the training runs use the reference (and the student's whole stack)."""
 import functools
 import math
 

@@ -1,4 +1,4 @@
-"""positional.py, hidden cases (7 points): against the reference, naming classic mistakes.
+"""positional.py, hidden cases: against the reference, naming classic mistakes.
 
 P1 sinusoidal_matches_reference 2 · P2 shift_rotation_matches_reference 1 · P3 rope_matches_reference 1.5,
 rope_computes_in_input_dtype 0.5 · P4 alibi_slopes_matches_reference 1 · P5 alibi_bias_matches_reference 1.

@@ -1,4 +1,4 @@
-"""quiz.py, hidden: each question's answer against the reference's ANSWERS (4.5 points).
+"""quiz.py, hidden: each question's answer against the reference's ANSWERS.
 
 Messages name the question and its topic, never the right letter.
 """

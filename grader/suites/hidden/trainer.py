@@ -1,6 +1,5 @@
 """trainer.py, hidden cases: lr_schedule (T1), param_groups (T2), train (T3) and evaluate against
-the reference, with diagnoses from (T3) runs that each make one classic mistake
-(10 points)."""
+the reference, with diagnoses from (T3) runs that each make one classic mistake."""
 import math
 
 import torch

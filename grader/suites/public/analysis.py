@@ -1,5 +1,5 @@
 """analysis.py, public: attention_entropy (X1), previous_token_score (X2) and induction_score (X3)
-on weights whose statistics are known, and attention_maps' contract (4 points).
+on weights whose statistics are known, and attention_maps' contract.
 
 attention_maps runs the student's own TinyTransformerLM: it is compared with that model's own
 weights, so a mistake inside the model costs the model's tests, not these.

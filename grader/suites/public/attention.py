@@ -1,4 +1,4 @@
-"""attention.py, public cases (14 points): causal_mask, scaled_dot_product_attention (A1) and
+"""attention.py, public cases: causal_mask, scaled_dot_product_attention (A1) and
 MultiHeadAttention's contract, checked on the student's own outputs without the reference.
 
 A1's values are computed here from its definition, with plain torch, on small inputs. The heads

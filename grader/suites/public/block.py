@@ -1,5 +1,5 @@
 """block.py, public: TransformerBlock's contract, state dict, ValueError, causality, and (B1)/(B2)
-composed from the block's own sublayers (6 points).
+composed from the block's own sublayers.
 
 A block is judged on what it adds: the expected output is composed here from the student's own
 attn and ffn (called in the worker on the exact tensors the formula gives them) and the block's

@@ -1,4 +1,4 @@
-"""feedforward.py, public cases: FeedForward's (F1) contract, without the reference (4 points).
+"""feedforward.py, public cases: FeedForward's (F1) contract, without the reference.
 
 (F1)'s values are computed here from the definition, with plain torch, on the module's own weights.
 """

@@ -1,5 +1,5 @@
 """model.py, public: TinyTransformerLM's contract, (M1) composed from the model's own parts,
-causality and training (8 points).
+causality and training.
 
 A model is judged on what it adds: the expected logits are composed here from the model's own
 embedding, final norm and lm_head parameters and the student's own TransformerBlock, causal_mask,

@@ -1,4 +1,4 @@
-"""positional.py, public cases (9 points): properties of the student's own outputs, and (P3) on
+"""positional.py, public cases: properties of the student's own outputs, and (P3) on
 small inputs computed here from its definition; no reference.
 
 P1 sinusoidal_table_properties 1 · P2 shift_rotation_moves_rows 1, shift_rotation_is_a_rotation 1 ·

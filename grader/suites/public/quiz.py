@@ -1,4 +1,4 @@
-"""quiz.py, public: ANSWERS answers every question of the module quiz with one letter (0.5 points).
+"""quiz.py, public: ANSWERS answers every question of the module quiz with one letter.
 
 Messages name the question and its topic, never the right letter.
 """

@@ -1,5 +1,5 @@
 """trainer.py, public cases: the contracts of lr_schedule (T1), param_groups (T2), train (T3) and
-evaluate, without the reference (7 points); train's steps are replayed here, AdamW written out.
+evaluate, without the reference; train's steps are replayed here, AdamW written out.
 
 Every model here is built from torch's own layers (the worker's fixtures), never from the
 student's other files, so this component is graded on its own. The judge builds a twin of each
