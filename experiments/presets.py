@@ -12,9 +12,10 @@ Each study reads its own dict; `seeds` is the number of seeds (runs use seeds 0.
 """
 import copy
 
-from grader.spec import NORMS, POS_ENCODINGS
+from grader.spec import MODEL_DEFAULTS, NORMS, POS_ENCODINGS
 
-TINY = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256}  # the module's tiny model for toy tasks
+TINY = {name: MODEL_DEFAULTS[name] for name in ("d_model", "n_heads", "n_layers", "d_ff")}
+"""The module's tiny model, for the toy tasks."""
 
 FULL = {
     "positional": {

@@ -23,8 +23,8 @@ IGNORE_INDEX = -100
 
 MODEL_DEFAULTS = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256, "max_len": 128, "dropout": 0.0,
                   "norm": "pre", "pos_encoding": "sinusoidal", "activation": "gelu"}
-TRAIN_DEFAULTS = {"warmup_steps": 0, "min_lr": 0.0, "weight_decay": 0.1, "grad_clip": 1.0,
-                  "betas": (0.9, 0.95)}
+"""TinyTransformerLM's defaults (docs/spec.md (M1)); tests/grader/test_spec_facts.py checks them against
+the reference's signature."""
 
 
 class Visibility(StrEnum):

@@ -1,0 +1,32 @@
+"""grader/spec.py's facts that copy the code's: the model's defaults are the reference's own, and
+DEPENDS covers what each solution file imports of the others."""
+import ast
+import inspect
+
+from grader.spec import COMPONENTS, DEPENDS, MODEL_DEFAULTS
+from helpers import ROOT
+from solutions.model import TinyTransformerLM
+
+RUN_NOT_IMPORTED = {("model", "trainer"): "the model's training runs use the student's trainer",
+                    ("analysis", "model"): "attention_maps is given a model and runs it"}
+"""Dependencies that no import shows: what a component's tests run of another."""
+
+
+def test_model_defaults_are_the_references_signature():
+    signature = inspect.signature(TinyTransformerLM.__init__).parameters
+    defaults = {name: p.default for name, p in signature.items() if p.default is not inspect.Parameter.empty}
+    assert MODEL_DEFAULTS == defaults
+
+
+def _imports(component: str) -> set[str]:
+    tree = ast.parse((ROOT / "solutions" / f"{component}.py").read_text())
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+
+
+def test_depends_is_what_the_solutions_import_and_what_their_tests_run():
+    for component in COMPONENTS:
+        depends = set(DEPENDS.get(component, ()))
+        assert _imports(component) <= depends, f"{component} imports more than DEPENDS says"
+        extra = {(component, other) for other in depends - _imports(component)}
+        assert extra <= RUN_NOT_IMPORTED.keys(), f"DEPENDS[{component!r}]: neither imported nor run"
+    assert all(other in DEPENDS[component] for component, other in RUN_NOT_IMPORTED)
