@@ -39,6 +39,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .grading import grade
     from .report import public_share, terminal, write_json
     from .results import safe_text
+    from .salt import SaltUnavailable
     from .submission import SubmissionError
     from .suites import HiddenTestsMissing
 
@@ -50,7 +51,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     except SubmissionError as error:
         print(f"grader: cannot read the submission: {error}", file=sys.stderr)
         return 2
-    except HiddenTestsMissing as error:
+    except (HiddenTestsMissing, SaltUnavailable) as error:
         print(f"grader: {error}", file=sys.stderr)
         return 2
     print(file=sys.stderr)

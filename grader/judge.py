@@ -24,6 +24,7 @@ from typing import NamedTuple
 import torch
 
 from .results import Failed, Result
+from .salt import grading_salt
 from .sandbox.client import Sandbox, StudentError, WorkerLost
 from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
@@ -153,8 +154,10 @@ def _not_attempted(case: Case, error: StudentError) -> str:
     return waiting_for(f"{module}.{function}")
 
 
-def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) -> Result:
-    """Run one case (its time limit multiplied by timeout_scale); its result, whatever happens."""
+def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
+             salt: str | None = None) -> Result:
+    """Run one case (its time limit multiplied by timeout_scale, its examples seeded from `salt`, by
+    default the grading's); its result, whatever happens."""
 
     def result(status: Status, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
@@ -162,7 +165,7 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0) ->
 
     if case.component in student.broken:  # its file cannot be imported: said once, not run
         return result(*student.broken[case.component])
-    torch.manual_seed(case.seed)
+    torch.manual_seed(case.seed_examples(grading_salt(case.public) if salt is None else salt))
     student.lost = student.over = None
     limit = case.timeout * timeout_scale
     student.deadline = time.monotonic() + limit
@@ -308,6 +311,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch))
         try:
             sandbox.start()  # its imports overlap with ours
+            salt = grading_salt(public_only)  # once per grading, before any case
             cases = all_cases(public_only, components)
             if not all(case.public for case in cases):  # hidden cases run optimizers here too
                 # Joined before any case runs: hypothesis parses test sources with `ast`, which on
@@ -321,7 +325,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             for case in cases:
                 if spent[case.component] < budgets[case.component]:
                     start = time.monotonic()
-                    results.append(run_case(case, student, timeout_scale))
+                    results.append(run_case(case, student, timeout_scale, salt))
                     spent[case.component] += time.monotonic() - start
                 else:
                     results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,

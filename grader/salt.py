@@ -22,10 +22,32 @@ SALT_VARIABLE = "GRADER_SALT"
 PUBLIC_SALT = "public"
 
 
-def deployment_salt(path: Path = SALT_FILE) -> str:
-    """This deployment's salt: GRADER_SALT, else the salt file, written now if there is none."""
+class SaltUnavailable(RuntimeError):
+    """There is no salt, and none can be made here (a read-only install without GRADER_SALT)."""
+
+
+def deployment_salt(path: Path | None = None) -> str:
+    """This deployment's salt: GRADER_SALT, else the salt file (SALT_FILE), written now if there is
+    none. Read when a grading starts, never at import: a read-only install still lists its tests."""
     if os.environ.get(SALT_VARIABLE):
         return os.environ[SALT_VARIABLE]
+    path = path or SALT_FILE
+    try:
+        return _salt_file(path)
+    except OSError as error:
+        raise SaltUnavailable(
+            f"the hidden tests need this deployment's salt, and {path} cannot be read or made "
+            f"({error.strerror or error}): set {SALT_VARIABLE} to the salt, or install the grader where "
+            f"{path.parent} is writable") from error
+
+
+def grading_salt(public_only: bool) -> str:
+    """The salt a grading seeds its examples with: the public one when only public tests run (a
+    student's `grader check` needs no salt), else the deployment's."""
+    return PUBLIC_SALT if public_only else deployment_salt()
+
+
+def _salt_file(path: Path) -> str:
     if not path.is_file():
         # Linked into place, so that two gradings starting at once agree on one salt.
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as new:

@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, seed, settings
 
-from ..salt import PUBLIC_SALT, case_seed, deployment_salt
+from ..salt import PUBLIC_SALT, case_seed
 from ..spec import COMPONENTS, Visibility
 
 GRADER_SETTINGS = settings(
@@ -43,12 +43,22 @@ class Case:
     doc: str
     integration: bool = False
     """Runs the student's whole stack (e.g. a training run): a bug anywhere may cost it."""
-    seed: int = 0
-    """Seeds the case's examples and the judge's torch generator (grader/salt.py)."""
 
     @property
     def public(self) -> bool:
         return self.visibility is Visibility.PUBLIC
+
+    def examples_seed(self, salt: str) -> int:
+        """The seed of this case's examples under a deployment's salt (grader/salt.py): a public
+        case's does not depend on it."""
+        return case_seed(PUBLIC_SALT if self.public else salt, self.component, self.name)
+
+    def seed_examples(self, salt: str) -> int:
+        """Seed hypothesis's draws for this case (and return the seed, which also seeds torch)."""
+        value = self.examples_seed(salt)
+        if hasattr(self.run, "hypothesis"):
+            seed(value)(self.run)
+        return value
 
 
 class Suite:
@@ -72,13 +82,11 @@ class Suite:
         def register(fn: Callable) -> Callable:
             if any(case.name == fn.__name__ for case in self.cases):
                 raise ValueError(f"{self.component} has two cases named {fn.__name__!r}")
-            salt = PUBLIC_SALT if self.visibility is Visibility.PUBLIC else deployment_salt()
-            examples_seed = case_seed(salt, self.component, fn.__name__)
             if hasattr(fn, "hypothesis"):
-                fn = seed(examples_seed)(settings(GRADER_SETTINGS, **hypothesis)(fn))
+                fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
-                                   integration, examples_seed))
+                                   integration))
             return fn
         return register
 

@@ -326,9 +326,9 @@ def test_a_hang_costs_its_own_component_only(tmp_path):
 
 # -- unpredictable hidden inputs, the same every run of one deployment ---------------------------------
 def _seeds(salt: str) -> dict[str, list[int]]:
-    code = ("import json; from grader.suites import all_cases; "
-            "print(json.dumps({v: [c.seed for c in all_cases() if c.visibility.value == v] "
-            "for v in ('public', 'hidden')}))")
+    code = ("import json; from grader.suites import all_cases; from grader.salt import deployment_salt; "
+            "print(json.dumps({v: [c.examples_seed(deployment_salt()) for c in all_cases() "
+            "if c.visibility.value == v] for v in ('public', 'hidden')}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "GRADER_SALT": salt})
     return json.loads(done.stdout)
@@ -353,6 +353,21 @@ def test_the_salt_is_made_once_and_kept_private(tmp_path, monkeypatch):
 def test_torch_examples_of_the_judge_follow_the_case_seed():
     """The judge seeds torch per case from the same salted seed (never 0 for every case)."""
     from grader.suites import all_cases
-    seeds = {case.seed for case in all_cases()}
+    seeds = {case.examples_seed("a salt") for case in all_cases()}
     assert len(seeds) == len(all_cases()) and 0 not in seeds
     torch.manual_seed(next(iter(seeds)))  # a valid torch seed
+
+
+@pytest.mark.sandbox
+def test_a_read_only_install_lists_its_tests_and_grading_there_says_how_to_give_a_salt():
+    """Nothing reads (or writes) the salt before a grading starts; without one, grading says how to
+    provide it instead of a traceback."""
+    code = ("import sys; from pathlib import Path; import grader.salt as s; "
+            "s.SALT_FILE = Path('/proc/no-such-folder/salt'); "  # cannot be made, even by root
+            "from grader.suites import all_cases; assert len(all_cases()) > 50; "
+            "from grader.cli import main; sys.exit(main(['grade', sys.argv[1], '--only', 'quiz']))")
+    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
+    done = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "correct")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "set GRADER_SALT to the salt" in done.stderr
