@@ -57,7 +57,7 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
 
     with TemporaryDirectory(prefix="submission-") as scratch, TemporaryDirectory(prefix="grader-") as work:
         directory = unpack(Path(submission), Path(scratch))
-        sandbox = Sandbox(directory, Path(work))
+        sandbox = Sandbox(directory, Path(work), options.timeout_scale)
         sandbox.start()  # the worker imports torch while this process does, just below
         from .judge import judge
         from .scoring import scorecard

@@ -28,14 +28,11 @@ from .salt import grading_salt
 from .sandbox.client import Sandbox, StudentError, WorkerLost
 from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
-from .spec import COMPONENTS, DEPENDS, Status
+from .spec import BUDGETS, COMPONENTS, DEPENDS, Status
 from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases
 
-SUBMISSION_SECONDS = 300.0
-IMPORT_SECONDS = 10.0
-"""Importing one submission file: milliseconds for any sensible one (torch is imported already)."""
 TRAINS = frozenset(name for name in COMPONENTS if name == "trainer" or "trainer" in runs(name))
 """Components whose cases run the student's trainer, which builds optimizers (see SLOW_IMPORT)."""
 
@@ -247,7 +244,7 @@ def _import_problem(error: StudentError, file: str, submission_dir: Path) -> str
 def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: float = 1.0) -> None:
     """Import each module once, in order, under a short time limit; those that fail go into
     student.broken (with the file at fault named), and that file is blocked in every later worker."""
-    limit = IMPORT_SECONDS * timeout_scale
+    limit = BUDGETS.scaled(timeout_scale).file_import
     sandbox, broken = student.sandbox, student.broken
     for module in modules:
         try:
@@ -296,7 +293,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
-          budget: float = SUBMISSION_SECONDS, timeout_scale: float = 1.0,
+          budget: float = BUDGETS.submission, timeout_scale: float = 1.0,
           on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
@@ -308,7 +305,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     so that the worker's start-up overlaps with its own); the judge closes it.
     """
     with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
-        sandbox = sandbox or Sandbox(submission_dir, Path(scratch))
+        sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale)
         try:
             sandbox.start()  # its imports overlap with ours
             salt = grading_salt(public_only)  # once per grading, before any case

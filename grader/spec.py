@@ -1,5 +1,7 @@
 """The grader's vocabulary, defined once: components, the contract's option values, defaults,
 visibility, test statuses and the tolerances comparisons use (docs/spec.md says why each)."""
+import math
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -68,3 +70,43 @@ FLOAT32_TABLE_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-5)
 """Where a float32 table enters a float64 computation (the sinusoidal table P1 is float32 by contract)."""
 EXACT = Tolerance(atol=1e-12, rtol=1e-12)
 """Two runs of the student's own code that must agree (dropout off in eval mode)."""
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """A grading's time limits in seconds, stated once (at --timeout-scale 1); the limits that
+    guard them are derived here, so that they stay above what they guard."""
+
+    submission: float = 300.0
+    """All of one submission's cases, shared among its components (judge.component_budgets)."""
+    case: float = 8.0
+    """One case's limit, unless the case sets its own (Suite.case)."""
+    file_import: float = 10.0
+    """Importing one submission file: milliseconds for any sensible one (torch is imported already)."""
+    worker_start: float = 60.0
+    """A worker's start-up (Python, torch and numpy imported); not scaled: it is not the student's code."""
+
+    def scaled(self, factor: float) -> "Budgets":
+        """The limits of the student's code multiplied by `factor` (--timeout-scale)."""
+        return replace(self, submission=self.submission * factor, case=self.case * factor,
+                       file_import=self.file_import * factor)
+
+    @property
+    def most_used(self) -> float:
+        """The most a grading can take by these budgets: its cases, an import per file and a worker
+        start-up per file (a file that hangs costs a worker)."""
+        return self.submission + len(COMPONENTS) * (self.file_import + self.worker_start)
+
+    @property
+    def worker_cpu_seconds(self) -> int:
+        """A worker's CPU-time rlimit: above anything one worker may be given to run, so that only
+        a worker that escaped the judge's clock meets it."""
+        return math.ceil(2 * self.most_used)
+
+    @property
+    def backstop(self) -> float:
+        """grade-all stops a grading still running after this: only a grader that hangs meets it."""
+        return 2 * self.most_used
+
+
+BUDGETS = Budgets()

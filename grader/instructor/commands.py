@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from ..cli import grade_options, judge_options, run_judge
+from ..spec import BUDGETS
 from ..stubs import EditedStubs, release_stubs
 from .corpus import DEFAULT as DEFAULT_CORPUS
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
@@ -17,10 +18,10 @@ def _grade(args: argparse.Namespace) -> int:
 def _grade_all(args: argparse.Namespace) -> int:
     from .classroom import ClassError
     from .grade_all import grade_all
-    from .runner import BACKSTOP_SECONDS, VersionMismatch, default_workers
+    from .runner import VersionMismatch, default_workers
 
     try:
-        seconds = BACKSTOP_SECONDS * max(1.0, args.timeout_scale)
+        seconds = BUDGETS.scaled(args.timeout_scale).backstop
         return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
                          args.scheduler, grade_options(args), seconds, args.similarity)
     except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach

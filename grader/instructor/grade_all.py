@@ -16,9 +16,10 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..grading import GradeOptions
+from ..spec import BUDGETS
 from .classroom import Submission, discover
 from .gradebook import Row, summary, write_figures, write_gradebook
-from .runner import BACKSTOP_SECONDS, FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
+from .runner import FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
 
 STATE = ".grade-all-state.json"  # hidden: no student id (student_id strips leading dots) can clash
 
@@ -113,7 +114,7 @@ def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int
 
 
 def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
-              options: GradeOptions | None = None, seconds: float = BACKSTOP_SECONDS,
+              options: GradeOptions | None = None, seconds: float = BUDGETS.backstop,
               similarity: bool = False) -> int:
     """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
     Raises classroom.ClassError for input that is not a class, runner.VersionMismatch."""

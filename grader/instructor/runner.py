@@ -32,11 +32,9 @@ from pathlib import Path
 from ..archive import deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
+from ..spec import BUDGETS
 from . import INSTRUCTOR_PATH
 
-BACKSTOP_SECONDS = 900.0
-"""A `grader grade` still running after this is killed. The judge ends any submission after 300 s
-(judge.SUBMISSION_SECONDS) of its own accord: this only catches a grader that hangs."""
 STOP_SECONDS = 10.0
 """After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
 
@@ -71,7 +69,7 @@ class Job:
     name: str
     data: bytes
     options: GradeOptions = GradeOptions()
-    seconds: float = BACKSTOP_SECONDS
+    seconds: float = BUDGETS.backstop
 
     def digest(self) -> str:
         """What the grade depends on, of the submission: its name, bytes and the grading options."""

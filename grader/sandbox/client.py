@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..results import safe_text
+from ..spec import BUDGETS
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import Deadline, ProtocolError, receive, send
 
-STARTUP_SECONDS = 60.0
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
 CODE_PACKAGE = "grader_sandbox"
@@ -226,7 +226,7 @@ class Worker:
     def wait_ready(self) -> None:
         """Block until the worker has imported what it needs (its first message)."""
         if not self._ready:
-            receive(self._reply, time.monotonic() + STARTUP_SECONDS)
+            receive(self._reply, time.monotonic() + BUDGETS.worker_start)
             self._ready = True
 
     def _death_reason(self, error: BaseException) -> str:
@@ -280,9 +280,11 @@ class Sandbox:
     write (world-traversable in "setuid" mode, where the worker reaches them by their paths).
     """
 
-    def __init__(self, submission_dir: Path, scratch: Path, limits: Limits | None = None):
+    def __init__(self, submission_dir: Path, scratch: Path, timeout_scale: float = 1.0,
+                 limits: Limits | None = None):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
-        self.mode, self.limits = mode(), limits or Limits()
+        cpu_seconds = BUDGETS.scaled(timeout_scale).worker_cpu_seconds
+        self.mode, self.limits = mode(), limits or Limits(cpu_seconds=cpu_seconds)
         self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
         shutil.copytree(self.submission_dir, self.area / "submission", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".*"))

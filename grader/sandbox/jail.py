@@ -41,14 +41,15 @@ class Limits:
     processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64
     file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
     open_files: int = 256
-    cpu_seconds: int = 900
+    cpu_seconds: int = 0  # set by the judge from its budgets (spec.Budgets.worker_cpu_seconds); 0: none
 
     def apply(self, per_uid: bool) -> None:
         """Set them; the process limit only where the worker has a uid of its own (`per_uid`): it
         counts every process of the uid, a whole desktop session's for a student's own."""
         limits = {resource.RLIMIT_AS: self.memory_bytes, resource.RLIMIT_FSIZE: self.file_bytes,
-                  resource.RLIMIT_NOFILE: self.open_files, resource.RLIMIT_CPU: self.cpu_seconds,
-                  resource.RLIMIT_CORE: 0}
+                  resource.RLIMIT_NOFILE: self.open_files, resource.RLIMIT_CORE: 0}
+        if self.cpu_seconds:
+            limits[resource.RLIMIT_CPU] = self.cpu_seconds
         if per_uid:
             limits[resource.RLIMIT_NPROC] = self.processes
         for name, value in limits.items():

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, seed, settings
 
 from ..salt import PUBLIC_SALT, case_seed
-from ..spec import COMPONENTS, Visibility
+from ..spec import BUDGETS, COMPONENTS, Visibility
 
 GRADER_SETTINGS = settings(
     database=None,
@@ -70,7 +70,7 @@ class Suite:
         self.component, self.visibility = component, visibility
         self.cases: list[Case] = []
 
-    def case(self, points: float, *, timeout: float = 8.0, integration: bool = False,
+    def case(self, points: float, *, timeout: float = BUDGETS.case, integration: bool = False,
              **hypothesis: Any) -> Callable:
         """Register a test worth `points`; its docstring's first paragraph says what it checks.
 
