@@ -61,7 +61,7 @@ class Limits:
 class Confinement:
     """What the judge asks of one worker (sent as JSON on the command line)."""
 
-    mode: str  # "root", "userns" or "plain"
+    mode: str  # "root", "setuid", "userns" or "plain"
     root: str = ""  # an empty folder of the host that becomes "/" ("root" mode)
     read_only: list[str] = field(default_factory=list)  # host paths bound at the same place (the worker's
     # code among them: Python finds the rest of its package where it found jail.py)

@@ -1,6 +1,8 @@
 """The untrusted side: a fresh interpreter that imports the submission and runs calls for the judge.
 
-Started as `python -m grader.sandbox.worker REQUEST_FD REPLY_FD SUBMISSION_DIR [BLOCKED]`. It imports
+Run by jail.py once the process is confined (the judge starts `python -P -s -m grader_sandbox.jail
+CONFINEMENT_JSON REQUEST_FD REPLY_FD SUBMISSION_DIR [BLOCKED]`, grader_sandbox being the worker's own
+copy of this package; see client.py), in the same process. It imports
 nothing of the reference or the tests (the `solutions` package is blocked outright, and so are the
 submission modules named in BLOCKED, comma-separated), executes each request on the student's code
 and answers with data only (see protocol.py). A request names its target as "module.attr" inside
