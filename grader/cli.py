@@ -27,11 +27,13 @@ def judge_options() -> argparse.ArgumentParser:
                         help="only these components (comma-separated)")
     parent.add_argument("--timeout-scale", type=float, default=defaults.timeout_scale, metavar="X",
                         help="multiply every test's time limit (e.g. 2 on a slow machine)")
+    parent.add_argument("--time-limit", type=float, default=defaults.time_limit, metavar="SECONDS",
+                        help="end within SECONDS: tests that could not finish in time are not run")
     return parent
 
 
 def grade_options(args: argparse.Namespace, public_only: bool = False) -> GradeOptions:
-    return GradeOptions(args.only, public_only, args.timeout_scale)
+    return GradeOptions(args.only, public_only, args.timeout_scale, args.time_limit)
 
 
 def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str) -> int:

@@ -3,6 +3,7 @@
 The command line (`grader grade`, `grader check`) and the class runner (grader/instructor/runner.py)
 both call it, so a class graded in parallel or on a cluster gets exactly what `grader grade` gives.
 """
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,11 +16,13 @@ from .spec import COMPONENTS
 
 @dataclass(frozen=True)
 class GradeOptions:
-    """How to grade: which components, which tests, and how much time each test gets."""
+    """How to grade: which components, which tests, how much time each test gets, and the seconds
+    the whole grading must end within (a platform's limit: tests without time left are not run)."""
 
     components: tuple[str, ...] = COMPONENTS
     public_only: bool = False
     timeout_scale: float = 1.0
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "components", tuple(self.components))
@@ -29,6 +32,8 @@ class GradeOptions:
                              f"(components: {', '.join(COMPONENTS)})")
         if not self.timeout_scale > 0:
             raise ValueError(f"--timeout-scale {self.timeout_scale:g}: a positive factor")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError(f"--time-limit {self.time_limit:g}: a positive number of seconds")
 
     def to_json(self) -> dict:
         return {**asdict(self), "components": list(self.components)}
@@ -55,6 +60,7 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
     from .sandbox.client import Sandbox
     from .submission import unpack
 
+    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     with TemporaryDirectory(prefix="submission-") as scratch, TemporaryDirectory(prefix="grader-") as work:
         directory = unpack(Path(submission), Path(scratch))
         sandbox = Sandbox(directory, Path(work), options.timeout_scale)
@@ -63,4 +69,5 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
         from .scoring import scorecard
 
         return scorecard(judge(directory, public_only=options.public_only, components=options.components,
-                               timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox))
+                               timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox,
+                               deadline=deadline))

@@ -28,7 +28,7 @@ from .salt import grading_salt
 from .sandbox.client import Sandbox, StudentError, WorkerLost
 from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
-from .spec import BUDGETS, COMPONENTS, DEPENDS, Status
+from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases
@@ -294,13 +294,17 @@ def _one_thread() -> Iterator[None]:
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
           budget: float = BUDGETS.submission, timeout_scale: float = 1.0,
-          on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None) -> list[Result]:
+          on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None,
+          deadline: float | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
     Each case's time limit is multiplied by timeout_scale (raise it on a slow machine), and so is
     `budget`, the seconds the submission's cases may take in all. It is shared out among the
     components (component_budgets): past its share, a component's remaining cases are not run and
-    score 0 (timed out), and a hang in one component costs no other any time. `sandbox`
+    score 0 (timed out), and a hang in one component costs no other any time. `deadline` (a
+    time.monotonic() value: a platform's time limit) bounds the whole grading: the budget is shared
+    out of the time left before it, and a case whose time limit would end past it is not run
+    (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
     is this submission's, if the caller started it already (the CLI does, before importing torch,
     so that the worker's start-up overlaps with its own); the judge closes it.
     """
@@ -316,11 +320,17 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
                 importlib.import_module(SLOW_IMPORT)
             student = GuardedStudent(sandbox)
             import_modules(student, import_order(components), timeout_scale)
-            budgets = component_budgets(cases, budget * timeout_scale)
+            total = budget * timeout_scale
+            budgets = component_budgets(cases, total if deadline is None
+                                        else min(total, deadline - time.monotonic()))
             spent: Counter[str] = Counter()
             results = []
             for case in cases:
-                if spent[case.component] < budgets[case.component]:
+                if deadline is not None and time.monotonic() + case.timeout * timeout_scale > deadline:
+                    results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
+                                          f"{NOT_RUN}: {case.doc}: the grading's time ran out before it",
+                                          case.visibility))
+                elif spent[case.component] < budgets[case.component]:
                     start = time.monotonic()
                     results.append(run_case(case, student, timeout_scale, salt))
                     spent[case.component] += time.monotonic() - start

@@ -47,6 +47,10 @@ class Status(StrEnum):
     ERROR = "error"
 
 
+NOT_RUN = "not run (time limit)"
+"""How a test the grading had no time left for begins its message (judge's `deadline`)."""
+
+
 class Tolerance(NamedTuple):
     atol: float
     rtol: float

@@ -43,7 +43,8 @@ def _catch(bug, result: dict, visibility: dict[tuple[str, str], Visibility]) -> 
     return Catch(bug.name, bug.component, status, Visibility.PUBLIC in failed, Visibility.HIDDEN in failed)
 
 
-def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | None = None) -> list[Catch]:
+def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | None = None,
+          security: object = None) -> list[Catch]:
     """Grade the corpus's bugs (those named, or all) and say which tests catch each."""
     from tqdm import tqdm
 
@@ -59,7 +60,7 @@ def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | Non
                 for bug in bugs]
     results: list[dict] = [{}] * len(jobs)
     with tqdm(total=len(jobs), desc="grading the bugs", unit="bug", file=sys.stderr) as bar, \
-            closing(grade_jobs(jobs, workers, scheduler)) as graded:
+            closing(grade_jobs(jobs, workers, scheduler, security)) as graded:
         for index, result in graded:
             results[index] = result
             bar.update()

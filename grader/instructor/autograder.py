@@ -4,21 +4,26 @@ At its top level (Gradescope's layout, https://gradescope-autograders.readthedoc
 - setup.sh: Gradescope runs it once, as root, when it builds the image: Python 3.11+, CPU torch
   and the grader, all into ROOT/venv (nothing is downloaded at grading time);
 - run_autograder: run for each submission: `python -m grader.instructor.gradescope ROOT` (gradescope.py);
-- autograder.json: the bundle's settings (the hidden tests' visibility, the time limits' scale);
+- autograder.json: the bundle's settings (the hidden tests' visibility, the time limits' scale,
+  Gradescope's timeout that the grading must end within);
 - salt: this deployment's salt (grader/salt.py), so that Gradescope draws the hidden inputs that
   `grader grade` draws here: the same submission gets the same score in both places;
+- constraints.txt: `==` pins of the versions installed here that decide those inputs and the results
+  (PINNED), which setup.sh installs exactly, on this Python's minor version;
 - pyproject.toml, README.md, grader/ (with the hidden suites) and solutions/: what setup.sh installs.
 
 ROOT is AUTOGRADER_ROOT, default /autograder; Gradescope unzips the bundle into ROOT/source.
 """
 import json
 import os
+import platform
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 from ..archive import deterministic_zip
 from ..salt import deployment_salt
-from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, TIMEOUTS, VISIBILITIES
 from .release import INSTRUCTOR_ONLY, JUNK
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,38 +31,73 @@ PACKAGES = ("grader", "solutions")
 FILES = ("pyproject.toml", "README.md")
 LEFT_OUT = ("grader/suites/hidden/salt",)
 """The salt travels as the bundle's `salt` file (the installed package does not hold it)."""
+PINNED = ("hypothesis", "numpy", "torch")
+"""What decides the hidden inputs (hypothesis's draws) and the results (numpy's and torch's arithmetic)."""
+UV_VERSION = "0.13.9"
+"""The uv that setup.sh installs (with pip) to install Python; its version decides Python's patch release."""
 
 SETUP = """\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root and with network access, while it builds the autograder's
 # image: everything grading needs is installed now, so that run_autograder downloads nothing.
+#
+# Python: uv (installed with pip, at an exact version) installs its own CPython build, the same
+# minor version as the instructor's (@PYTHON@), on any image: Ubuntu 22.04, Gradescope's default,
+# has Python 3.10 and a release candidate as python3.11; other images have no Python 3.11 at all.
+# The versions that decide the hidden inputs and the results are pinned (constraints.txt).
 set -euo pipefail
+cd /  # nothing depends on the folder Gradescope runs this from (no ./grader shadows the installed one)
 root="${AUTOGRADER_ROOT:-/autograder}"
+source="$root/source"
+supported="Linux on x86_64 or aarch64 (glibc), with python3 and pip or apt-get/dnf to install them: \\
+Gradescope's Ubuntu 20.04, 22.04 and 24.04 images, Fedora, Rocky"
+fail() {
+    echo "setup.sh: $*" >&2
+    exit 1
+}
+trap 'fail "line $LINENO failed (see above); this installer supports $supported"' ERR
 
-# Python 3.11 or newer, beside the system's python3 (Gradescope's own harness runs on that one).
-python=""
-for candidate in python3.11 python3.12 python3.13; do  # 3.11 first: the tests run on it
-    if command -v "$candidate" >/dev/null && "$candidate" -c "import ensurepip, venv" 2>/dev/null; then
-        python="$candidate"
-        break
-    fi
-done
-if [ -z "$python" ]; then  # Ubuntu 22.04, Gradescope's default image, has 3.10 only
-    apt-get update
-    apt-get install -y python3.11 python3.11-venv
-    python=python3.11
+case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64 | Linux-aarch64) ;;
+    *) fail "$(uname -s) on $(uname -m) is not supported: $supported" ;;
+esac
+bootstrap=""
+if command -v python3 >/dev/null && python3 -I -c "import pip" 2>/dev/null; then
+    bootstrap=python3
+elif command -v apt-get >/dev/null; then
+    apt-get update && apt-get install -y --no-install-recommends python3-pip
+    bootstrap=python3
+elif command -v dnf >/dev/null; then
+    dnf install -y python3-pip
+    bootstrap=python3
+else
+    fail "no python3 with pip on this image, and no apt-get or dnf to install it: $supported"
 fi
-"$python" -m venv "$root/venv"
-"$root/venv/bin/python" -m pip install --no-cache-dir --upgrade pip
-"$root/venv/bin/python" -m pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-"$root/venv/bin/python" -m pip install --no-cache-dir "$root/source"
+# uv beside the system's packages (--target), not among them: the system's Python stays as it was
+"$bootstrap" -I -m pip install --no-cache-dir --disable-pip-version-check --target "$root/uv" "uv==@UV@"
+uv="$root/uv/bin/uv"
+export UV_PYTHON_INSTALL_DIR="$root/python" UV_CACHE_DIR="$root/uv-cache" UV_NO_CONFIG=1
+"$uv" venv --python "cpython@@PYTHON@" --python-preference "${UV_PYTHON_PREFERENCE:-only-managed}" \\
+    "$root/venv"
+python="$root/venv/bin/python"
+released="import sys; assert sys.version_info >= (3, 11) and sys.version_info.releaselevel == 'final'"
+"$python" -I -c "$released" || fail "$("$python" -I -V) is not a released Python 3.11 or newer"
+pins=(--python "$python" --constraint "$source/constraints.txt")
+"$uv" pip install "${pins[@]}" torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+"$uv" pip install "${pins[@]}" "$source"
+rm -rf "$UV_CACHE_DIR"
 
 # Only root (the judge) may read the reference, the hidden tests and the salt: the bundle, and what
 # of the installed grader the student release leaves out (a worker, as another user, runs a copy of
 # the sandbox's code: the rest of the grader stays readable).
-chmod -R go= "$root/source"
-cd "$("$root/venv/bin/python" -c "import grader, os; print(os.path.dirname(*grader.__path__))")"
-chmod -R go= @PRIVATE@
+chmod -R go= "$source"
+installed="$("$python" -I -c "import grader, os; print(os.path.dirname(*grader.__path__))")"
+case "$installed" in
+    "$root/venv/"*) ;;
+    *) fail "the grader imported from $installed, not from $root/venv" ;;
+esac
+(cd "$installed" && chmod -R go= @PRIVATE@)
+echo "setup.sh: $("$python" -I -V) and the grader in $root/venv"
 """
 
 RUN = """\
@@ -93,14 +133,29 @@ def _sources(repo: Path) -> list[Path]:
     return found
 
 
+def constraints() -> str:
+    """A pip constraints file: each of PINNED at the version installed here (without torch's "+cpu")."""
+    return "".join(f"{name}=={version(name).partition('+')[0]}\n" for name in PINNED)
+
+
+def setup_script(private: str) -> str:
+    """setup.sh for this machine's Python minor version, `private` the installed paths to lock."""
+    python = ".".join(platform.python_version_tuple()[:2])
+    return SETUP.replace("@PRIVATE@", private).replace("@PYTHON@", python).replace("@UV@", UV_VERSION)
+
+
 def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
-                     timeout_scale: float = 1.0, force: bool = False, repo: Path = REPO) -> Path:
+                     timeout_scale: float = 1.0, timeout: float = DEFAULT_TIMEOUT, force: bool = False,
+                     repo: Path = REPO) -> Path:
     """Write the Gradescope bundle to `out` (a zip; an existing file only with `force`); returns it."""
     out, repo = Path(out).resolve(), Path(repo).resolve()
     if hidden_visibility not in VISIBILITIES:
         raise AutograderError(f"--hidden-visibility {hidden_visibility}: one of {', '.join(VISIBILITIES)}")
     if not timeout_scale > 0:
         raise AutograderError(f"--timeout-scale {timeout_scale}: a positive factor")
+    if not TIMEOUTS[0] <= timeout <= TIMEOUTS[1]:
+        raise AutograderError(f"--timeout {timeout:g}: Gradescope's timeout in seconds, from {TIMEOUTS[0]:g} "
+                              f"to {TIMEOUTS[1]:g} (its maximum, 40 minutes)")
     for needed in ("solutions", "grader/suites/hidden"):
         if not (repo / needed).is_dir():
             raise AutograderError(f"no {repo / needed}: grading needs the reference and hidden tests")
@@ -108,16 +163,17 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
         raise AutograderError(f"{out} exists" + ("" if out.is_dir() else ": --force replaces it"))
     if not out.parent.is_dir():
         raise AutograderError(f"no folder {out.parent} to write {out.name} in")
-    settings = {"hidden_visibility": hidden_visibility, "timeout_scale": timeout_scale}
+    settings = {"hidden_visibility": hidden_visibility, "timeout_scale": timeout_scale, "timeout": timeout}
     # Written whole, then renamed into place; mode 0600 (not atomic.write_atomic's 0644): it holds the
     # reference and the salt.
     with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as new:
         try:
             private = " ".join(("solutions", *map(str, INSTRUCTOR_ONLY)))
-            files = [("setup.sh", SETUP.replace("@PRIVATE@", private).encode()),
+            files = [("setup.sh", setup_script(private).encode()),
                      ("run_autograder", RUN.encode()),
                      ("autograder.json", (json.dumps(settings, indent=2) + "\n").encode()),
                      ("salt", (deployment_salt() + "\n").encode()),
+                     ("constraints.txt", constraints().encode()),
                      *((path.as_posix(), (repo / path).read_bytes()) for path in _sources(repo))]
             new.write(deterministic_zip(files, executable=("setup.sh", "run_autograder")))
         except BaseException:

@@ -19,7 +19,7 @@ import re
 import shutil
 import zipfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..archive import ArchiveError, safe_extract
@@ -39,10 +39,12 @@ class ClassError(ValueError):
 
 @dataclass(frozen=True)
 class Submission:
-    """What one student (or a group) submitted: a folder, a zip or a notebook."""
+    """What one student (or a group) submitted: a folder, a zip or a notebook. `keys`: per student,
+    what else an LMS knows them by (Canvas' user id; Gradescope's sid, email and name)."""
 
     students: tuple[str, ...]
     source: Path
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
 
 def student_id(text: str) -> str:
@@ -128,22 +130,25 @@ def _gradescope(root: Path, metadata: Path) -> list[Submission]:
     found = []
     for folder, record in records.items():
         submitters = _field(record, "submitters") if isinstance(record, dict) else None
-        students = tuple(student_id(str(_field(s, "sid") or _field(s, "email") or _field(s, "name")))
-                         for s in submitters or () if isinstance(s, dict) and any(s.values()))
-        found.append(Submission(students or (student_id(str(folder)),), root / str(folder)))
+        known = {student_id(str(_field(s, "sid") or _field(s, "email") or _field(s, "name"))):
+                 tuple(str(_field(s, name)) for name in ("sid", "email", "name") if _field(s, name))
+                 for s in submitters or () if isinstance(s, dict) and any(s.values())}
+        found.append(Submission(tuple(known) or (student_id(str(folder)),), root / str(folder), known))
     return found
 
 
 def _entries(root: Path, gathered: Path, skip: Path | None) -> list[Submission]:
-    found, canvas = [], defaultdict(list)
+    found, canvas, users = [], defaultdict(list), {}
     for entry in _visible(list(root.iterdir()), skip):
         match = _CANVAS.match(entry.name) if entry.is_file() else None
         if match:
-            canvas[student_id(f"{match['name']}_{match['user']}")].append((entry, match["file"]))
+            student = users[match["user"]] = student_id(f"{match['name']}_{match['user']}")
+            canvas[student].append((entry, match["file"]))
         else:
             found.append(Submission((student_id(entry.stem if entry.is_file() else entry.name),), entry))
+    ids = {student: user for user, student in users.items()}
     for student, files in canvas.items():
-        found.append(Submission((student,), _gather(student, files, gathered)))
+        found.append(Submission((student,), _gather(student, files, gathered), {student: (ids[student],)}))
     return found
 
 

@@ -1,4 +1,4 @@
-"""The instructors' commands: grade, grade-all, audit, release-stubs, release, autograder. The
+"""The instructors' commands: grade, grade-all, audit, release-stubs, release, autograder, salt. The
 student release has none of them (it ships without this package)."""
 import argparse
 import sys
@@ -8,11 +8,28 @@ from ..cli import grade_options, judge_options, run_judge
 from ..spec import BUDGETS
 from ..stubs import EditedStubs, release_stubs
 from .corpus import DEFAULT as DEFAULT_CORPUS
-from .gradescope import DEFAULT_HIDDEN_VISIBILITY, VISIBILITIES
+from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, VISIBILITIES
 
 
 def _grade(args: argparse.Namespace) -> int:
     return run_judge(args, args.submission, False, "Grade (hidden tests)")
+
+
+def _security(args: argparse.Namespace) -> object:
+    from .cluster import security
+    return security(args.scheduler, args.tls_ca_file, args.tls_cert, args.tls_key)
+
+
+def _export(args: argparse.Namespace) -> object:
+    from .lms import ASSIGNMENT, Export
+    if not args.lms:
+        if args.roster or args.assignment:
+            raise ValueError("--roster and --assignment go with --lms canvas|moodle")
+        return None
+    if not args.roster:
+        raise ValueError(f"--lms {args.lms} needs --roster, the CSV {args.lms.title()} exports "
+                         "(docs/grading.md)")
+    return Export(args.lms, Path(args.roster), args.assignment or ASSIGNMENT, args.missing, args.moodle_id)
 
 
 def _grade_all(args: argparse.Namespace) -> int:
@@ -23,7 +40,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     try:
         seconds = BUDGETS.scaled(args.timeout_scale).backstop
         return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
-                         args.scheduler, grade_options(args), seconds, args.similarity)
+                         args.scheduler, grade_options(args), seconds, args.similarity, _export(args),
+                         args.hidden if args.feedback else None, _security(args))
     except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach
         print(f"grader grade-all: {error}", file=sys.stderr)
         return 2
@@ -34,7 +52,8 @@ def _audit(args: argparse.Namespace) -> int:
     from .runner import VersionMismatch, default_workers
 
     try:
-        catches = audit(Path(args.corpus), args.bugs, args.jobs or default_workers(), args.scheduler)
+        catches = audit(Path(args.corpus), args.bugs, args.jobs or default_workers(), args.scheduler,
+                        _security(args))
     except (VersionMismatch, ValueError, OSError) as error:
         print(f"grader audit: {error}", file=sys.stderr)
         return 2
@@ -69,13 +88,52 @@ def _autograder(args: argparse.Namespace) -> int:
     from .autograder import AutograderError, build_autograder
     try:
         out = build_autograder(Path(args.out), hidden_visibility=args.hidden_visibility,
-                               timeout_scale=args.timeout_scale, force=args.force)
+                               timeout_scale=args.timeout_scale, timeout=args.timeout, force=args.force)
     except AutograderError as error:
         print(f"grader autograder: {error}", file=sys.stderr)
         return 2
     print(f"wrote {out} (hidden tests: {args.hidden_visibility}); upload it on Gradescope's Configure "
           "Autograder page")
     return 0
+
+
+def _salt(args: argparse.Namespace) -> int:
+    from . import salt_file
+    try:
+        if args.action == "show":
+            print(salt_file.show())
+        elif args.file is None:
+            raise salt_file.SaltError(f"grader salt {args.action} needs a FILE")
+        elif args.action == "export":
+            print(salt_file.export(Path(args.file)))
+        else:
+            print(salt_file.restore(Path(args.file), force=args.force))
+    except salt_file.SaltError as error:
+        print(f"grader salt: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _handback_options(grade_all: argparse.ArgumentParser) -> None:
+    """grade-all's options for what goes back to the LMS and to the students."""
+    from .feedback import HIDDEN
+    from .lms import LMS, MISSING, MOODLE_IDS
+
+    grade_all.add_argument("--lms", choices=LMS, help="also DIR/canvas.csv or DIR/moodle.csv for the LMS's "
+                                                      "gradebook import (needs --roster)")
+    grade_all.add_argument("--roster", metavar="CSV", help="the gradebook the LMS exports (Canvas: Grades > "
+                                                            "Export; Moodle: Export > Plain text file)")
+    grade_all.add_argument("--assignment", metavar="NAME",
+                           help="the LMS's column for the grade: the roster's column so named, or a new one")
+    grade_all.add_argument("--missing", choices=MISSING, default="zero",
+                           help="a roster student without a submission: 0 (default) or blank (no grade)")
+    grade_all.add_argument("--moodle-id", choices=tuple(MOODLE_IDS), default="email",
+                           help="with --lms moodle: the user field rows are matched by (default: email)")
+    grade_all.add_argument("--feedback", action="store_true",
+                           help="also DIR/feedback/<student>.md and .html, to hand back")
+    grade_all.add_argument("--hidden", choices=HIDDEN, default="score",
+                           help="what the feedback shows of hidden tests: their points per component "
+                                "(default), each one's name and result, or its message too (never an input)")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -95,6 +153,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                            help="gradebook.csv, summary.md, <student>.json; a rerun grades only what changed")
     grade_all.add_argument("--similarity", action="store_true",
                            help="also compare the students' code (copydetect): DIR/similarity.html")
+    _handback_options(grade_all)
     grade_all.set_defaults(run=_grade_all)
     audit = commands.add_parser("audit", help="which tests catch each bug of a bug corpus (mutation score)")
     audit.add_argument("bugs", nargs="*", metavar="BUG", help="only these bugs (default: all)")
@@ -105,6 +164,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         command.add_argument("--jobs", type=int, metavar="N", help="gradings at once here (default: cores)")
         command.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                              help="grade on this Dask cluster (its workers have the grader installed)")
+        for option, what in (("--tls-ca-file", "the CA's certificate"), ("--tls-cert", "your certificate"),
+                             ("--tls-key", "your certificate's key")):
+            command.add_argument(option, metavar="FILE", help=f"with a tls:// scheduler: {what} (PEM)")
 
     stubs = commands.add_parser("release-stubs", help="regenerate exercises/ from solutions/")
     stubs.add_argument("--solutions", default="solutions", help="reference solutions (default: solutions/)")
@@ -126,5 +188,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     autograder.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
                             help="multiply every test's time limit on Gradescope (e.g. 3 on its default "
                                  "1/2 CPU)")
+    autograder.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                            help="the assignment's timeout on Gradescope: the grading ends within it, "
+                                 f"tests it has no time for 'not run' (default: {DEFAULT_TIMEOUT:g})")
     autograder.add_argument("--force", action="store_true", help="replace an existing ZIP")
     autograder.set_defaults(run=_autograder)
+
+    salt = commands.add_parser("salt", help="show, export or restore this deployment's salt (it decides the "
+                               "hidden inputs: keep it)")
+    salt.add_argument("action", choices=("show", "export", "restore"))
+    salt.add_argument("file", nargs="?", metavar="FILE", help="where to export it, or what to restore")
+    salt.add_argument("--force", action="store_true", help="restore over another salt (regrades everyone)")
+    salt.set_defaults(run=_salt)

@@ -2,10 +2,12 @@
 
 DIR gets `<student>.json` for each graded student (what `grader grade --json` writes), each
 written as its grading ends; `gradebook.csv`, `summary.md` with its figures, and
-`similarity.html` with --similarity; and `.grade-all-state.json`: per student, the hash of what
-was graded (its bytes and the options), the grader version, the outcome. A rerun grades again
-only what changed (the submission or the grader) or did not end well (error, timed out); what
-Ctrl-C interrupted is graded next time, and nothing already written is lost.
+`similarity.html` with --similarity; `canvas.csv` or `moodle.csv` with --lms (instructor/lms.py);
+`feedback/<student>.md` and `.html` with --feedback (instructor/feedback.py); and
+`.grade-all-state.json`: per student, the hash of what was graded (its bytes and the options), the
+grader version, the outcome. A rerun grades again only what changed (the submission or the grader)
+or did not end well (error, timed out); what Ctrl-C interrupted is graded next time, and nothing
+already written is lost.
 """
 import json
 import sys
@@ -17,7 +19,9 @@ from pathlib import Path
 from ..atomic import write_atomic
 from ..grading import GradeOptions
 from ..spec import BUDGETS
+from . import lms
 from .classroom import Submission, discover
+from .feedback import write_feedback
 from .gradebook import Row, summary, write_figures, write_gradebook
 from .runner import FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
 
@@ -85,25 +89,25 @@ def _rows(entries: list[Entry], state: dict, version: str, out: Path) -> list[Ro
     rows = []
     for entry in entries:
         for student in entry.submission.students:
-            record = state.get(student)
+            record, keys = state.get(student), entry.submission.keys.get(student, ())
             if not _current(record, entry, version):
-                rows.append(Row(student, Outcome.PENDING, "not graded yet: run grade-all again"))
+                rows.append(Row(student, Outcome.PENDING, "not graded yet: run grade-all again", keys=keys))
             elif record["status"] == Outcome.GRADED:
                 card = json.loads((out / f"{student}.json").read_text())
-                rows.append(Row(student, Outcome.GRADED, card=card))
+                rows.append(Row(student, Outcome.GRADED, card=card, keys=keys))
             else:
-                rows.append(Row(student, Outcome(record["status"]), record["message"]))
+                rows.append(Row(student, Outcome(record["status"]), record["message"], keys=keys))
     return sorted(rows, key=lambda row: row.student)
 
 
 def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int,
-           scheduler: str | None) -> None:
+           scheduler: str | None, security: object = None) -> None:
     from tqdm import tqdm
 
     if not todo:
         return
     where = f"on {scheduler}" if scheduler else f"{workers} at a time"
-    results = grade_jobs([entry.job for entry in todo], workers, scheduler)
+    results = grade_jobs([entry.job for entry in todo], workers, scheduler, security)
     with tqdm(total=len(todo), desc=f"grading ({where})", unit="submission", file=sys.stderr) as bar, \
             closing(results):  # Ctrl-C here, or a mismatch: the runner stops what still runs
         for index, result in results:
@@ -115,10 +119,16 @@ def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int
 
 def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
               options: GradeOptions | None = None, seconds: float = BUDGETS.backstop,
-              similarity: bool = False) -> int:
+              similarity: bool = False, export: lms.Export | None = None, feedback: str | None = None,
+              security: object = None) -> int:
     """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
-    Raises classroom.ClassError for input that is not a class, runner.VersionMismatch."""
+    `export`: also the LMS's gradebook; `feedback`: also each student's feedback, hidden tests shown
+    by that policy; `security`: the Dask cluster's TLS (runner.grade_jobs).
+    Raises classroom.ClassError for input that is not a class, runner.VersionMismatch,
+    lms.RosterError for a roster the LMS did not write (before any grading)."""
     out = Path(out)
+    if export:
+        lms.check(export)
     out.mkdir(parents=True, exist_ok=True)
     version = grader_version()
     with tempfile.TemporaryDirectory(prefix="grade-all-") as scratch:
@@ -134,14 +144,17 @@ def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None 
           f"{len(entries) - len(todo)} unchanged or empty", file=sys.stderr)
     interrupted = False
     try:
-        _grade(todo, state, out, version, workers, scheduler)
+        _grade(todo, state, out, version, workers, scheduler, security)
     except KeyboardInterrupt:
         interrupted = True
     rows = _rows(entries, state, version, out)
     similar = _similarity(entries, out) if similarity and not interrupted else None
     write_gradebook(rows, out / "gradebook.csv")
+    handed = lms.section(lms.write(rows, export, out)) if export else []
+    if feedback:
+        write_feedback(rows, out / "feedback", feedback)
     write_figures(rows, out)
-    write_atomic(out / "summary.md", summary(rows, version, similar) + "\n")
+    write_atomic(out / "summary.md", "\n".join([summary(rows, version, similar), *handed]) + "\n")
     pending = sum(row.status is Outcome.PENDING for row in rows)
     print(f"wrote {out / 'gradebook.csv'} and {out / 'summary.md'}", file=sys.stderr)
     if interrupted:

@@ -25,12 +25,25 @@ SIMILAR_PAIRS = 50
 
 @dataclass(frozen=True)
 class Row:
-    """One student's line: the scorecard (`grader grade --json`) when graded, else why not."""
+    """One student's line: the scorecard (`grader grade --json`) when graded, else why not; `keys`,
+    what else an LMS knows the student by (classroom.Submission.keys)."""
 
     student: str
     status: Outcome
     message: str = ""
     card: dict | None = None
+    keys: tuple[str, ...] = ()
+
+    def total(self) -> float | None:
+        """The grade: the score when graded, 0 for nothing gradable (empty, unreadable), else None
+        (timed out, error, pending: not a grade yet)."""
+        if self.card:
+            return self.card["score"]
+        return 0.0 if self.status in ZERO else None
+
+
+ZERO = frozenset({Outcome.EMPTY, Outcome.UNREADABLE})
+"""Outcomes that are a grade of 0: there was nothing the grader could grade."""
 
 
 def _points(x: float) -> str:
@@ -38,8 +51,8 @@ def _points(x: float) -> str:
 
 
 def write_gradebook(rows: Sequence[Row], path: Path) -> None:
-    """gradebook.csv: total and component scores of the graded, blank for the others (and for
-    components the grading left out, with `--only`)."""
+    """gradebook.csv: total and component scores of the graded; a total of 0 for what was empty or
+    unreadable; blank for the others (and for components the grading left out, with `--only`)."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(HEADER)
@@ -47,7 +60,8 @@ def write_gradebook(rows: Sequence[Row], path: Path) -> None:
         card = row.card or {"components": {}}
         scores = [_points(card["components"][name]["score"]) if name in card["components"] else ""
                   for name in COMPONENTS]
-        writer.writerow([row.student, _points(card["score"]) if row.card else "", *scores, row.status.value])
+        total = row.total()
+        writer.writerow([row.student, "" if total is None else _points(total), *scores, row.status.value])
     write_atomic(path, text.getvalue())
 
 

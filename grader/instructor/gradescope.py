@@ -13,11 +13,18 @@ ROOT/submission with `grader grade` in a child process (the judge: the student's
 sandbox, never here), then writes ROOT/results/results.json once the judge and its workers are
 gone, replacing whatever is there. A submission that cannot be read, or a grading that does not
 finish, still gets a results.json: score 0 and a message that says why (fail closed).
+
+Gradescope gives 0 and shows no test when its timeout (the bundle's `timeout`, 600 s by default)
+passes: the judge gets that time less a reserve (time_limit) and does not start a test that could
+not end within it (those say "not run (time limit)"); a judge still running at the timeout less
+STOP_RESERVE is stopped, and results.json says so.
 """
 import argparse
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import write_atomic
-from ..spec import COMPONENTS, Status
+from ..spec import COMPONENTS, NOT_RUN, Status
 from ..submission import MODULES, SubmissionError, unpack
 
 if TYPE_CHECKING:
@@ -44,6 +51,18 @@ _WHEN = {"after_due_date": "appear after the due date",
 _SAYS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
          Status.TIMED_OUT: "timed out", Status.CRASHED: "crashed", Status.ERROR: "grader error"}
 _UPLOAD = ", ".join(f"`{name}.py`" for name in MODULES)
+DEFAULT_TIMEOUT = 600.0
+"""Gradescope's default autograder timeout (10 minutes; 40 at most)."""
+TIMEOUTS = (120.0, 2400.0)
+"""The timeouts a bundle accepts: enough for the start and a few tests; Gradescope's maximum."""
+STOP_RESERVE = 20.0
+"""Seconds before the timeout at which a judge still running is stopped, to write results.json."""
+
+
+def time_limit(timeout: float) -> float:
+    """The judge's time within Gradescope's `timeout`: less a reserve for what runs outside its
+    clock (Gradescope's start, the judge's own imports, a worker restarting in its last test)."""
+    return timeout - max(30.0, 0.15 * timeout)
 
 
 def _points(x: float) -> str:
@@ -100,7 +119,7 @@ def results(card: dict, cases: Iterable["Case"], *, hidden_visibility: str = DEF
             "max_score": test["max_score"],
             "status": "passed" if status is Status.PASSED else "failed",
             # text, never rendered: the message may quote the student's own output
-            "output": said if said.startswith(_SAYS[status]) else f"{_SAYS[status]}: {said}",
+            "output": said if said.startswith((_SAYS[status], NOT_RUN)) else f"{_SAYS[status]}: {said}",
             "output_format": "text",
             "tags": [component],
             "visibility": "visible" if shown else hidden_visibility,
@@ -153,9 +172,15 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
             directory = unpack(_submission(root / SUBMISSION), unpacked)
         except SubmissionError as error:
             return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
+        timeout = settings.get("timeout", DEFAULT_TIMEOUT)  # a bundle from before the setting: the default
+        left = time_limit(timeout) - (time.monotonic() - start)
         command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
-                   "--timeout-scale", str(settings["timeout_scale"]), *(["--only", only] if only else [])]
-        code = subprocess.run(command, stdin=subprocess.DEVNULL).returncode  # its report goes to our stdout
+                   "--timeout-scale", str(settings["timeout_scale"]), "--time-limit", f"{left:.0f}",
+                   *(["--only", only] if only else [])]
+        code = _run(command, start + timeout - STOP_RESERVE)
+        if code is None:
+            return not_graded(f"the grading ran past the time limit of {timeout:g} s and was stopped",
+                              unreadable=False, execution_time=time.monotonic() - start)
         if code != 0 or not card_file.is_file():
             return not_graded(f"`grader grade` exited with code {code}", unreadable=False,
                               execution_time=time.monotonic() - start)
@@ -163,6 +188,22 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
     from ..suites import all_cases
     return results(card, all_cases(), hidden_visibility=settings["hidden_visibility"],
                    execution_time=time.monotonic() - start)
+
+
+def _run(command: list[str], deadline: float) -> int | None:
+    """Run `grader grade` (its report goes to our stdout); its exit status, or None if it ran past
+    `deadline` (then it is interrupted, so that it closes its sandbox, and killed if it lingers)."""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return process.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(STOP_RESERVE / 2)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        return None
 
 
 def write_results(payload: dict, path: Path) -> None:

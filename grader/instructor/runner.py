@@ -248,7 +248,7 @@ def default_workers() -> int:
 
 
 @contextmanager
-def _executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
+def _executor(workers: int, scheduler: str | None, security: object = None) -> Iterator[cf.Executor]:
     if scheduler is None:
         # Each job is a process of its own: the threads only wait for them.
         with cf.ThreadPoolExecutor(workers, thread_name_prefix="grade") as pool:
@@ -256,20 +256,22 @@ def _executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
         return
     from distributed import Client
 
-    with Client(scheduler, timeout="30s", set_as_default=False) as client:
+    with Client(scheduler, timeout="30s", set_as_default=False, security=security) as client:
         # pure=False: two identical submissions are still two tasks (two students, two rows).
         yield client.get_executor(pure=False)
 
 
-def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None) -> Iterator[tuple[int, dict]]:
+def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None,
+               security: object = None) -> Iterator[tuple[int, dict]]:
     """Yield (index in `jobs`, result) as each job ends: `workers` at a time here, or as tasks of
-    the Dask cluster whose scheduler is at `scheduler` (tcp://HOST:PORT).
+    the Dask cluster whose scheduler is at `scheduler` (tcp://HOST:PORT, or tls:// with `security`,
+    a distributed.Security: instructor/cluster.py).
 
     Closing the iterator early (Ctrl-C) cancels the jobs not started and stops those running here.
     Raises VersionMismatch when a result was graded by another grader than this machine's (a
     cluster's worker): its grades would not be the ones `grader grade` gives here.
     """
-    with _executor(workers, scheduler) as pool:
+    with _executor(workers, scheduler, security) as pool:
         futures = {pool.submit(grade_job, job): index for index, job in enumerate(jobs)}
         try:
             for future in cf.as_completed(futures):

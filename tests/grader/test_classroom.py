@@ -66,6 +66,10 @@ def test_a_gradescope_export(tmp_path):
     assert [(s.students, s.source.name) for s in found] == [
         (("271", "grace@example.edu"), "submission_1002"), (("314",), "submission_1001")]
     assert all((s.source / "attention.py").is_file() for s in found)
+    # what an LMS knows each submitter by (lms.py matches the roster on it)
+    assert found[0].keys == {"271": ("271", "Alan Turing"),
+                             "grace@example.edu": ("grace@example.edu", "Grace Hopper")}
+    assert found[1].keys == {"314": ("314", "ada@example.edu", "Ada Lovelace")}
 
 
 def test_a_canvas_export(tmp_path):
@@ -79,6 +83,7 @@ def test_a_canvas_export(tmp_path):
     zip_of(CORRECT, export / "turingalan_271_9002_lab9.zip")
     found = discover(export, tmp_path / "scratch")
     assert [s.students for s in found] == [("lovelaceada_314",), ("turingalan_271",)]
+    assert [s.keys for s in found] == [{"lovelaceada_314": ("314",)}, {"turingalan_271": ("271",)}]
     assert sorted(p.name for p in found[0].source.iterdir()) == ["attention.py", "model.py"]
     assert found[1].source.name == "turingalan_271_9002_lab9.zip"
 

@@ -95,8 +95,8 @@ def test_the_gradebook_and_the_summary(graded):
                                 "quiz,status")
     by_student = {row[0]: dict(zip(HEADER, row, strict=True)) for row in rows[1:]}
     assert [(s, r["total"], r["quiz"], r["status"]) for s, r in by_student.items()] == [
-        ("alice", "5", "5", "graded"), ("bob", "4.25", "4.25", "graded"), ("carol", "", "", "unreadable"),
-        ("dave", "", "", "empty"), ("erin", "", "", "unreadable")]
+        ("alice", "5", "5", "graded"), ("bob", "4.25", "4.25", "graded"), ("carol", "0", "", "unreadable"),
+        ("dave", "0", "", "empty"), ("erin", "0", "", "unreadable")]  # nothing gradable: 0, with why
     assert by_student["alice"]["attention"] == ""  # not graded with --only quiz: blank, not 0
     text = (out / "summary.md").read_text()
     assert "## Scores" in text and "| 4–4.5 | 1 | █ |" in text and "| 4.5–5 | 1 | █ |" in text

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from itertools import cycle
 from pathlib import Path
@@ -20,6 +21,7 @@ import nbformat
 import pytest
 
 from grader.cli import main as grader_main
+from grader.instructor.autograder import constraints
 from grader.instructor.corpus import load_bugs
 from grader.instructor.gradescope import VISIBILITIES, _submission, not_graded, results, write_results
 from grader.results import Result
@@ -76,18 +78,20 @@ def test_the_zip_holds_gradescopes_scripts_at_its_top_and_the_deployments_salt(b
     with zipfile.ZipFile(bundle) as archive:
         entries = {info.filename: info for info in archive.infolist()}
         text = {name: archive.read(name).decode() for name in ("setup.sh", "run_autograder", "salt",
-                                                                "autograder.json")}
+                                                                "autograder.json", "constraints.txt")}
     assert {name for name in entries if "/" not in name} == {
-        "setup.sh", "run_autograder", "autograder.json", "salt", "pyproject.toml", "README.md"}
+        "setup.sh", "run_autograder", "autograder.json", "salt", "constraints.txt", "pyproject.toml",
+        "README.md"}
     for script in ("setup.sh", "run_autograder"):
         assert entries[script].external_attr >> 16 & 0o111, f"{script} is not executable"
         syntax = subprocess.run(["bash", "-n"], input=text[script], capture_output=True, text=True)
         assert syntax.returncode == 0, syntax.stderr
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text["setup.sh"]
+    assert text["constraints.txt"] == constraints()  # what setup.sh installs exactly (test_setup_sh.py)
+    assert 'torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"' in text["setup.sh"]
     assert "pip " not in text["run_autograder"]  # nothing is installed or downloaded at grading time
     assert text["salt"].strip() == deployment_salt()
     assert json.loads(text["autograder.json"]) == {"hidden_visibility": "after_published",
-                                                   "timeout_scale": 1.0}
+                                                   "timeout_scale": 1.0, "timeout": 600.0}
     assert {f"solutions/{path.name}" for path in (ROOT / "solutions").glob("*.py")} <= set(entries)
     assert {f"grader/suites/hidden/{name}.py" for name in COMPONENTS} <= set(entries)
     left_out = ("exercises/", "examples/", "tests/", "experiments/", "grader/suites/hidden/salt")
@@ -100,10 +104,12 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path, capsys: py
     assert grader_main(["autograder", "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err and out.read_text() == "not a bundle"
     assert grader_main(["autograder", "--out", str(out), "--force", "--hidden-visibility", "after_due_date",
-                        "--timeout-scale", "3"]) == 0
+                        "--timeout-scale", "3", "--timeout", "1200"]) == 0
     with zipfile.ZipFile(out) as archive:
         assert json.loads(archive.read("autograder.json")) == {"hidden_visibility": "after_due_date",
-                                                               "timeout_scale": 3.0}
+                                                               "timeout_scale": 3.0, "timeout": 1200.0}
+    assert grader_main(["autograder", "--out", str(out), "--force", "--timeout", "3600"]) == 2
+    assert "40 minutes" in capsys.readouterr().err
 
 
 # run_autograder on three submissions
@@ -175,6 +181,46 @@ def test_a_hostile_submission_cannot_forge_results_json(bundle: Path, tmp_path: 
     if mode() in ("root", "setuid"):  # a worker of another user: it cannot read the bundle either
         assert payload["score"] == 0
     # Otherwise (not root) the worker is the user who unzipped the bundle: docs/grading.md says so.
+
+
+HANG = """
+def _hang(*args, **kwargs):
+    while True:
+        pass
+
+
+class _Answers(dict):
+    copy = keys = items = get = __getitem__ = _hang
+
+
+for _name, _value in list(globals().items()):  # every function and class of this file hangs when used
+    if not _name.startswith("_") and callable(_value) and getattr(_value, "__module__", "") == __name__:
+        globals()[_name] = _hang
+if "ANSWERS" in globals():
+    ANSWERS = _Answers(ANSWERS)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_submission_that_hangs_everywhere_still_gets_results_within_the_timeout(tmp_path: Path):
+    """Built with --timeout 120 (the least it takes): run_autograder ends within it, and results.json has
+    every test: those that ran timed out, the others say they were not run for lack of time."""
+    bundle = tmp_path / "autograder.zip"
+    assert grader_main(["autograder", "--out", str(bundle), "--timeout", "120"]) == 0
+    submission = tmp_path / "hangs"
+    shutil.copytree(ROOT / "solutions", submission, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in submission.glob("*.py"):
+        path.write_text(path.read_text() + HANG)
+    root = autograder_root(bundle, tmp_path / "root", submission)
+    start = time.monotonic()
+    payload = run_autograder(root)
+    assert time.monotonic() - start < 120
+    assert payload["score"] == 0 and len(payload["tests"]) == len(all_cases())
+    outputs = [test["output"] for test in payload["tests"]]
+    assert all(output.startswith(("timed out: ", "not run (time limit): ")) for output in outputs), outputs
+    assert any(output.startswith("not run (time limit): ") for output in outputs)
+    assert any(output.startswith("timed out: ") for output in outputs)
 
 
 def test_an_unreadable_submission_gets_0_and_says_what_to_upload(bundle: Path, tmp_path: Path):

@@ -1,0 +1,114 @@
+"""What goes back to students (grader/instructor/feedback.py): per component the score, every public
+test with its message, hidden tests by the instructor's policy and never their drawn inputs; the HTML
+escaped, checked in a real headless browser (Chromium) on a class graded by grade-all, which also
+writes the Canvas gradebook for it."""
+import csv
+import html.parser
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grader.instructor.feedback import markdown, page, withheld, write_feedback
+from grader.instructor.gradebook import Row
+from grader.instructor.runner import Outcome
+from helpers import EXAMPLES
+
+SECRET = "[input: n=7, seed=123456]"
+
+
+def _test(name: str, visibility: str, status: str, message: str = "", points: float = 1.0) -> dict:
+    return {"name": name, "component": "attention", "score": points if status == "passed" else 0.0,
+            "max_score": points, "status": status, "message": message, "visibility": visibility}
+
+
+CARD = {"score": 2.0, "max_score": 4.0, "components": {"attention": {"score": 2.0, "max_score": 4.0}},
+        "tests": [_test("public_shape", "public", "passed"),
+                  _test("public_scale", "public", "failed", "scores are not scaled [input: d=4]"),
+                  _test("hidden_mask", "hidden", "passed"),
+                  _test("hidden_grad", "hidden", "failed",
+                        f"gradient differs {SECRET} (note: fix positional first)")]}
+
+
+@pytest.mark.parametrize("hidden", ["score", "name", "full"])
+def test_hidden_tests_are_shown_by_the_policy_and_never_their_inputs(hidden):
+    row = Row("ada", Outcome.GRADED, card=CARD)
+    for text in (markdown(row, hidden), page(row, hidden)):
+        assert "public_scale" in text and "scores are not scaled [input: d=4]" in text  # public: all of it
+        assert ("hidden_grad" in text) is (hidden != "score")
+        assert ("gradient differs" in text) is (hidden == "full")
+        assert "seed=123456" not in text and "n=7" not in text
+    if hidden == "score":
+        assert "- hidden tests (2): 1/2" in markdown(row, hidden)
+    if hidden == "full":
+        assert "gradient differs [input withheld] (note: fix positional first)" in markdown(row, hidden)
+
+
+def test_an_input_cut_short_by_the_message_limit_is_withheld_too():
+    cut = "differs [input: x=tensor([1, 2, 3... (400 more characters)"
+    assert withheld(cut) == "differs [input withheld]"
+
+
+def test_feedback_files_for_graded_and_zero_only(tmp_path):
+    rows = [Row("ada", Outcome.GRADED, card=CARD), Row("bob", Outcome.EMPTY, "bob/ holds no file"),
+            Row("eve", Outcome.TIMED_OUT, "ran past 900 s")]
+    (tmp_path / "eve.md").parent.mkdir(exist_ok=True)
+    (tmp_path / "eve.md").write_text("an old grade")
+    written = write_feedback(rows, tmp_path)
+    assert sorted(p.name for p in written) == ["ada.html", "ada.md", "bob.html", "bob.md"]
+    assert not (tmp_path / "eve.md").exists()
+    assert "**Score: 0.**" in (tmp_path / "bob.md").read_text()
+
+
+HOSTILE = "<script>document.body.setAttribute('data-pwned', '1')</script><img src=x onerror=alert(1)>"
+CANVAS_ROSTER = ("Student,ID,SIS User ID,SIS Login ID,Section,Transformer lab (4102)\n"
+                 "    Points Possible,,,,,100\n"
+                 '"Lovelace, Ada",51,S314,ada@uni.edu,CS 101,\n'
+                 '"Turing, Alan",52,S271,alan@uni.edu,CS 101,\n')
+
+
+class _Elements(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append(tag)
+        self.attributes += [name for name, _ in attrs]
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_grade_all_hands_back_escaped_feedback_and_a_canvas_gradebook(tmp_path):
+    """ada's quiz answer is markup (Canvas file names, user id 51); Chromium renders her feedback page:
+    no element or attribute of hers is in its DOM, her text is shown as text."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium: apt-get install chromium (Debian) to check the feedback page in a browser")
+    export = tmp_path / "canvas"
+    export.mkdir()
+    quiz = (EXAMPLES / "correct" / "quiz.py").read_text() + f"\nANSWERS['q1'] = {HOSTILE!r}\n"
+    (export / "lovelaceada_51_9001_quiz.py").write_text(quiz)
+    roster = tmp_path / "roster.csv"
+    roster.write_text(CANVAS_ROSTER)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-all", str(export), "--out", str(out),
+                           "--only", "quiz", "--feedback", "--lms", "canvas", "--roster", str(roster)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    score = json.loads((out / "lovelaceada_51.json").read_text())["score"]
+    with open(out / "canvas.csv", newline="") as file:
+        assert [line[-1] for line in csv.reader(file)][2:] == [f"{score:g}", "0"]
+    assert "Roster students without a submission: 1" in (out / "summary.md").read_text()
+    feedback = out / "feedback" / "lovelaceada_51.html"
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          feedback.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0 and "<body" in dom.stdout, dom.stderr
+    elements = _Elements()
+    elements.feed(dom.stdout)
+    assert "script" not in elements.tags and "img" not in elements.tags
+    assert "data-pwned" not in elements.attributes and "onerror" not in elements.attributes
+    assert "quiz_answers_format" in dom.stdout and "&lt;script&gt;document.body" in dom.stdout
