@@ -143,6 +143,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                 "notebook) with the hidden tests")
     grade.add_argument("submission")
     grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
+    grade.add_argument("--progress", metavar="FILE", help="append each test's result to FILE as it ends "
+                                                          "(a JSON line each)")
     grade.set_defaults(run=_grade)
 
     grade_all = commands.add_parser("grade-all", parents=[judged],

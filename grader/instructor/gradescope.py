@@ -17,7 +17,8 @@ finish, still gets a results.json: score 0 and a message that says why (fail clo
 Gradescope gives 0 and shows no test when its timeout (the bundle's `timeout`, 600 s by default)
 passes: the judge gets that time less a reserve (time_limit) and does not start a test that could
 not end within it (those say "not run (time limit)"); a judge still running at the timeout less
-STOP_RESERVE is stopped, and results.json says so.
+STOP_RESERVE is stopped, and results.json has the tests that had ended (`grader grade --progress`)
+and the others, not run.
 """
 import argparse
 import json
@@ -55,14 +56,17 @@ DEFAULT_TIMEOUT = 600.0
 """Gradescope's default autograder timeout (10 minutes; 40 at most)."""
 TIMEOUTS = (120.0, 2400.0)
 """The timeouts a bundle accepts: enough for the start and a few tests; Gradescope's maximum."""
-STOP_RESERVE = 20.0
-"""Seconds before the timeout at which a judge still running is stopped, to write results.json."""
+STOP_RESERVE = 30.0
+"""Seconds before the timeout at which a judge still running is stopped: STOP_GRACE for it to close
+its sandbox, the rest to write results.json."""
+STOP_GRACE = 10.0
 
 
 def time_limit(timeout: float) -> float:
     """The judge's time within Gradescope's `timeout`: less a reserve for what runs outside its
-    clock (Gradescope's start, the judge's own imports, a worker restarting in its last test)."""
-    return timeout - max(30.0, 0.15 * timeout)
+    clock (Gradescope's start, the judge's own imports, a worker restarting in its last test), and
+    more than STOP_RESERVE, so that the judge normally ends before it is stopped."""
+    return timeout - max(1.5 * STOP_RESERVE, 0.15 * timeout)
 
 
 def _points(x: float) -> str:
@@ -166,28 +170,50 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
     """Grade root's submission in a child `grader grade`; its results.json."""
     settings = json.loads((root / SETTINGS).read_text())
     with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
-        unpacked, card_file = Path(scratch, "submission"), Path(scratch, "scorecard.json")
+        unpacked, card_file, ended = (Path(scratch, name) for name in ("submission", "scorecard.json",
+                                                                         "progress.jsonl"))
         unpacked.mkdir()
         try:
             directory = unpack(_submission(root / SUBMISSION), unpacked)
         except SubmissionError as error:
             return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
+        from ..suites import all_cases  # now (torch), not after a stop at the timeout
         timeout = settings.get("timeout", DEFAULT_TIMEOUT)  # a bundle from before the setting: the default
         left = time_limit(timeout) - (time.monotonic() - start)
         command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
                    "--timeout-scale", str(settings["timeout_scale"]), "--time-limit", f"{left:.0f}",
-                   *(["--only", only] if only else [])]
+                   "--progress", str(ended), *(["--only", only] if only else [])]
         code = _run(command, start + timeout - STOP_RESERVE)
         if code is None:
-            return not_graded(f"the grading ran past the time limit of {timeout:g} s and was stopped",
-                              unreadable=False, execution_time=time.monotonic() - start)
-        if code != 0 or not card_file.is_file():
+            card = _stopped(ended, only, timeout)
+        elif code != 0 or not card_file.is_file():
             return not_graded(f"`grader grade` exited with code {code}", unreadable=False,
                               execution_time=time.monotonic() - start)
-        card = json.loads(card_file.read_text())
-    from ..suites import all_cases
+        else:
+            card = json.loads(card_file.read_text())
     return results(card, all_cases(), hidden_visibility=settings["hidden_visibility"],
                    execution_time=time.monotonic() - start)
+
+
+def _stopped(ended: Path, only: str | None, timeout: float) -> dict:
+    """The scorecard of a grading stopped at the timeout: the tests that had ended (`ended`, a JSON
+    line each), then the others of the components graded, not run."""
+    from ..grading import parse_components
+    from ..results import Result
+    from ..scoring import scorecard
+    from ..spec import Visibility
+    from ..suites import all_cases
+
+    lines = ended.read_text().splitlines() if ended.is_file() else []
+    done = {}
+    for line in lines:
+        test = json.loads(line)
+        done[test["component"], test["name"]] = Result(**{**test, "status": Status(test["status"]),
+                                                          "visibility": Visibility(test["visibility"])})
+    why = f"the grading was stopped at the timeout of {timeout:g} s before this test"
+    return scorecard([done.get((case.component, case.name)) or Result(
+        case.name, case.component, 0.0, case.points, Status.TIMED_OUT, f"{NOT_RUN}: {case.doc}: {why}",
+        case.visibility) for case in all_cases(components=parse_components(only))]).to_json()
 
 
 def _run(command: list[str], deadline: float) -> int | None:
@@ -199,7 +225,7 @@ def _run(command: list[str], deadline: float) -> int | None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(STOP_RESERVE / 2)
+            process.wait(STOP_GRACE)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()

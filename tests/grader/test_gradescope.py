@@ -23,7 +23,14 @@ import pytest
 from grader.cli import main as grader_main
 from grader.instructor.autograder import constraints
 from grader.instructor.corpus import load_bugs
-from grader.instructor.gradescope import VISIBILITIES, _submission, not_graded, results, write_results
+from grader.instructor.gradescope import (
+    VISIBILITIES,
+    _stopped,
+    _submission,
+    not_graded,
+    results,
+    write_results,
+)
 from grader.results import Result
 from grader.salt import deployment_salt
 from grader.sandbox.client import mode
@@ -216,11 +223,26 @@ def test_a_submission_that_hangs_everywhere_still_gets_results_within_the_timeou
     start = time.monotonic()
     payload = run_autograder(root)
     assert time.monotonic() - start < 120
-    assert payload["score"] == 0 and len(payload["tests"]) == len(all_cases())
+    assert payload["score"] == 0 and len(payload["tests"]) == len(all_cases()), payload["output"]
     outputs = [test["output"] for test in payload["tests"]]
     assert all(output.startswith(("timed out: ", "not run (time limit): ")) for output in outputs), outputs
     assert any(output.startswith("not run (time limit): ") for output in outputs)
     assert any(output.startswith("timed out: ") for output in outputs)
+
+
+def test_a_grading_stopped_at_the_timeout_keeps_the_tests_that_had_ended(tmp_path: Path):
+    """What `grader grade --progress` wrote before the stop, then every other test: not run."""
+    cases = all_cases(components=("quiz",))
+    ended = tmp_path / "progress.jsonl"
+    passed = [Result(case.name, case.component, case.points, case.points, Status.PASSED, "", case.visibility)
+              for case in cases[:2]]
+    ended.write_text("".join(json.dumps(result.to_json()) + "\n" for result in passed))
+    payload = results(_stopped(ended, "quiz", 600), all_cases())
+    VALIDATOR.validate(payload)
+    assert [test["status"] for test in payload["tests"]] == ["passed"] * 2 + ["failed"] * (len(cases) - 2)
+    assert all(test["output"].startswith("not run (time limit): ") and "timeout of 600 s" in test["output"]
+               for test in payload["tests"][2:])
+    assert payload["score"] == sum(case.points for case in cases[:2])
 
 
 def test_an_unreadable_submission_gets_0_and_says_what_to_upload(bundle: Path, tmp_path: Path):
