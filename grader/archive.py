@@ -8,6 +8,7 @@ really written (a forged header cannot make the writing go further).
 import io
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int) ->
             budget = max_bytes
             for member in files:
                 budget -= _copy(zf, member, target / member.filename, budget)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as error:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, zlib.error,
+            RuntimeError) as error:  # zlib: a corrupt deflate stream; RuntimeError: an encrypted entry
         raise ArchiveError(f"cannot unpack {Path(archive).name}: {error}") from error
     return [m.filename for m in members if not m.is_dir() and not _regular(m)]
 
@@ -82,16 +84,20 @@ def deterministic_zip(files: Iterable[tuple[str, bytes]], executable: Iterable[s
     return buffer.getvalue()
 
 
-def folder_files(folder: Path, prefix: str = "") -> list[tuple[str, bytes]]:
+def folder_files(folder: Path, prefix: str = "", max_bytes: int | None = None) -> list[tuple[str, bytes]]:
     """The plain files under `folder` as (name, bytes), sorted, without links (following one would
-    read outside the folder) and without __pycache__; names start with `prefix`."""
-    found = []
+    read outside the folder), special files (never opened) and __pycache__; names start with
+    `prefix`. ArchiveError, before reading past it, if they hold more than `max_bytes`."""
+    found, size = [], 0
     for path in sorted(Path(folder).rglob("*")):
         relative = path.relative_to(folder)
         if path.is_symlink() or "__pycache__" in relative.parts or not path.is_file():
             continue
         if any(parent.is_symlink() for parent in path.parents if parent.is_relative_to(folder)):
             continue
+        size += path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise ArchiveError(f"holds more than {_size(max_bytes)}")
         found.append((prefix + relative.as_posix(), path.read_bytes()))
     return found
 

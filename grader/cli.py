@@ -43,7 +43,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .report import public_share, terminal, write_json
     from .results import safe_text
     from .salt import SaltUnavailable
-    from .submission import SubmissionError
+    from .submission import SubmissionError, special_files
     from .suites import HiddenTestsMissing
 
     def progress(result) -> None:
@@ -52,6 +52,9 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
             with open(args.progress, "a") as file:
                 file.write(json.dumps(result.to_json()) + "\n")
 
+    for name in special_files(Path(path)) if Path(path).is_dir() else ():  # the sandbox copy leaves them out
+        print(f"grader: left out {safe_text(name)}: not a regular file (a FIFO, a device or a socket)",
+              file=sys.stderr)
     try:
         card = grade(Path(path), grade_options(args, public_only), on_result=progress)
     except SubmissionError as error:

@@ -10,6 +10,7 @@ it that holds the most of them (a zip of a single folder, or of a whole reposito
 Importing one is sandbox/loader.py's work.
 """
 import re
+import stat
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ MODULES = COMPONENTS
 """A submission's files: one module per component, named after it."""
 MAX_ZIP_BYTES = 20 * 1024 * 1024
 MAX_ZIP_FILES = 2000
-"""A submission's zip: its caps (a whole repository fits; a zip bomb does not)."""
+"""A submission's zip: its caps (a whole repository fits; a zip bomb does not); a notebook's size too."""
 SEARCH_DEPTH = 5
 """How deep below the folder given the exercise files are looked for."""
 _CELL_FILE = re.compile(r"^(?:%%writefile(\s+(?:-a|--append))?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
@@ -62,6 +63,18 @@ def _package_root(directory: Path, shown: Path) -> Path:
     return best[0]
 
 
+def special(path: Path) -> bool:
+    """Whether `path` is a FIFO, a device or a socket: never opened (a FIFO blocks its reader for ever,
+    a device such as /dev/zero reads for ever). Links are not followed."""
+    mode = path.lstat().st_mode
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
+
+
+def special_files(folder: Path) -> list[str]:
+    """The FIFOs, devices and sockets in `folder` (a submission's copy leaves them out)."""
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if special(path))
+
+
 def unpack(path: Path, scratch: Path) -> Path:
     """The directory holding the submission's .py files; a zip is extracted into `scratch`."""
     path = Path(path)
@@ -69,6 +82,8 @@ def unpack(path: Path, scratch: Path) -> Path:
         raise SubmissionError(f"no such file or directory: {path}")
     if path.is_dir():
         return _package_root(path, path)
+    if not path.is_file():
+        raise SubmissionError(f"{path} is not a regular file (a FIFO, a device or a socket): it is not read")
     if zipfile.is_zipfile(path):
         try:
             safe_extract(path, scratch, MAX_ZIP_BYTES, MAX_ZIP_FILES)
@@ -85,6 +100,8 @@ def notebook_files(path: Path, scratch: Path) -> Path:
     file, a `%%writefile -a` cell appends to it."""
     import nbformat
 
+    if path.stat().st_size > MAX_ZIP_BYTES:
+        raise SubmissionError(f"{path} is larger than {MAX_ZIP_BYTES >> 20} MiB")
     try:
         notebook = nbformat.read(path, as_version=4)
     except Exception as error:  # nbformat raises several unrelated types for a bad file

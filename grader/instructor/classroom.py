@@ -26,6 +26,11 @@ from ..archive import ArchiveError, safe_extract
 from ..submission import MAX_ZIP_BYTES, MODULES
 
 METADATA = "submission_metadata.yml"
+MAX_METADATA_BYTES = 32 << 20
+"""A class of thousands takes a few MB; larger is refused before it is parsed."""
+MAX_ALIASES = 100
+"""YAML aliases (`*name`) the metadata may use: a few at most in an export; a billion-laughs file
+nests them to expand to gigabytes."""
 _CANVAS = re.compile(r"^(?P<name>[^_]+)_(?:LATE_)?(?P<user>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 _RESUBMISSION = re.compile(r"-\d+(?=\.\w+$)")
 _LEFT_OUT = ("__MACOSX", "__pycache__")
@@ -45,6 +50,7 @@ class Submission:
     students: tuple[str, ...]
     source: Path
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    problem: str = ""  # why it cannot be graded (the metadata names a folder outside the export)
 
 
 def student_id(text: str) -> str:
@@ -113,27 +119,61 @@ def _extract(path: Path, target: Path) -> Path:
     return target
 
 
+def _text(value: object) -> str:
+    """A field's text; "" for anything but a string or a number (never the text of a list: aliases
+    make a few lines of YAML a list of billions)."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+
+
+def _submitter(record: object) -> str:
+    """A submitter's id: their sid, else their email, else their name ("" if none is text)."""
+    if not isinstance(record, dict):
+        return ""
+    return next((text for name in ("sid", "email", "name") if (text := _text(_field(record, name)))), "")
+
+
 def _field(record: dict, name: str) -> object:
     """A Gradescope metadata field: keys are Ruby symbols (`:sid`), plain names accepted too."""
     return record.get(f":{name}", record.get(name))
 
 
-def _gradescope(root: Path, metadata: Path) -> list[Submission]:
+def _read_metadata(metadata: Path) -> object:
+    """The metadata YAML, parsed safely (no Python objects) with its size and aliases bounded."""
     import yaml  # PyYAML: dask's dependency, so in the `instructor` extra
 
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: object, index: object) -> object:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise ClassError(f"{metadata} uses more than {MAX_ALIASES} YAML aliases: not read")
+            return super().compose_node(parent, index)
+
+    if metadata.stat().st_size > MAX_METADATA_BYTES:
+        raise ClassError(f"{metadata} is larger than {MAX_METADATA_BYTES >> 20} MiB: not read")
     try:
-        records = yaml.safe_load(metadata.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        return yaml.load(metadata.read_text(), Loader=Loader)  # a SafeLoader: data only, no Python objects
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as error:
         raise ClassError(f"{metadata} is not readable: {error}") from error
+
+
+def _gradescope(root: Path, metadata: Path) -> list[Submission]:
+    records = _read_metadata(metadata)
     if not isinstance(records, dict):
         raise ClassError(f"{metadata} does not map submission folders to their submitters")
     found = []
     for folder, record in records.items():
         submitters = _field(record, "submitters") if isinstance(record, dict) else None
-        known = {student_id(str(_field(s, "sid") or _field(s, "email") or _field(s, "name"))):
-                 tuple(str(_field(s, name)) for name in ("sid", "email", "name") if _field(s, name))
-                 for s in submitters or () if isinstance(s, dict) and any(s.values())}
-        found.append(Submission(tuple(known) or (student_id(str(folder)),), root / str(folder), known))
+        submitters = submitters if isinstance(submitters, list) else []
+        known = {student_id(text): tuple(value for name in ("sid", "email", "name")
+                                         if (value := _text(_field(s, name))))
+                 for s in submitters if (text := _submitter(s))}
+        source = root / str(folder)
+        inside = source.resolve().is_relative_to(root.resolve()) and source.resolve() != root.resolve()
+        problem = "" if inside else f"{METADATA} names {str(folder)!r}, outside the export: not read"
+        found.append(Submission(tuple(known) or (student_id(str(folder)),), source, known, problem))
     return found
 
 
@@ -145,7 +185,7 @@ def _entries(root: Path, gathered: Path, skip: Path | None) -> list[Submission]:
             student = users[match["user"]] = student_id(f"{match['name']}_{match['user']}")
             canvas[student].append((entry, match["file"]))
         else:
-            found.append(Submission((student_id(entry.stem if entry.is_file() else entry.name),), entry))
+            found.append(Submission((student_id(entry.name if entry.is_dir() else entry.stem),), entry))
     ids = {student: user for user, student in users.items()}
     for student, files in canvas.items():
         found.append(Submission((student,), _gather(student, files, gathered), {student: (ids[student],)}))
@@ -159,8 +199,8 @@ def _gather(student: str, files: list[tuple[Path, str]], gathered: Path) -> Path
         return files[0][0]
     folder = gathered / student
     folder.mkdir(parents=True)
-    for path, original in files:
-        shutil.copyfile(path, folder / _RESUBMISSION.sub("", original))
+    for path, original in files:  # under a safe name: `..` or `.` would be the folder itself
+        shutil.copyfile(path, folder / student_id(_RESUBMISSION.sub("", original)))
     return folder
 
 

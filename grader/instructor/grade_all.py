@@ -18,33 +18,41 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..grading import GradeOptions
+from ..results import safe_text
 from ..spec import BUDGETS
 from . import lms
 from .classroom import Submission, discover
 from .feedback import write_feedback
 from .gradebook import Row, summary, write_figures, write_gradebook
-from .runner import FINAL, Empty, Job, Outcome, grade_jobs, grader_version, payload
+from .runner import FINAL, Empty, Job, Outcome, Unreadable, grade_jobs, grader_version, payload
 
 STATE = ".grade-all-state.json"  # hidden: no student id (student_id strips leading dots) can clash
 
 
 @dataclass
 class Entry:
-    """A submission of this run: its job (None when empty), the hash it is recorded under."""
+    """A submission of this run: its job (None when empty or unreadable), the hash it is recorded under."""
 
     submission: Submission
     job: Job | None
     digest: str
     problem: str = ""
+    outcome: Outcome = Outcome.EMPTY
 
 
 def _entries(submissions: list[Submission], options: GradeOptions, seconds: float) -> list[Entry]:
     entries = []
     for submission in submissions:
+        if submission.problem:
+            entries.append(Entry(submission, None, "", submission.problem, Outcome.UNREADABLE))
+            continue
         try:
             name, data = payload(submission.source)
         except Empty as empty:
             entries.append(Entry(submission, None, "", str(empty)))
+            continue
+        except Unreadable as unreadable:
+            entries.append(Entry(submission, None, "", str(unreadable), Outcome.UNREADABLE))
             continue
         job = Job(name, data, options, seconds)
         entries.append(Entry(submission, job, job.digest()))
@@ -80,7 +88,8 @@ def _record(state: dict, out: Path, entry: Entry, version: str, result: dict) ->
         else:
             card_file.unlink(missing_ok=True)  # an earlier grade of what is no longer the submission
         state[student] = {"hash": entry.digest, "grader": version, "status": result["outcome"],
-                          "message": result["message"], "submission": entry.submission.source.name,
+                          "message": safe_text(result["message"]),  # it may quote any file name
+                          "submission": safe_text(entry.submission.source.name),
                           "seconds": result.get("seconds", 0.0)}
     write_atomic(out / STATE, json.dumps(state, indent=1, sort_keys=True) + "\n")
 
@@ -137,7 +146,7 @@ def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None 
     state = _load_state(out)
     for entry in entries:
         if entry.job is None:
-            _record(state, out, entry, version, {"outcome": Outcome.EMPTY, "message": entry.problem})
+            _record(state, out, entry, version, {"outcome": entry.outcome, "message": entry.problem})
     todo = [entry for entry in entries if entry.job and not _done(state, entry, version, out)]
     students = sum(len(entry.submission.students) for entry in entries)
     print(f"{len(entries)} submissions ({students} students): {len(todo)} to grade, "

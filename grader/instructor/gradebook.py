@@ -50,6 +50,13 @@ def _points(x: float) -> str:
     return f"{x:g}"
 
 
+def _cell(text: str) -> str:
+    """Text a spreadsheet shows as text: one that starts with `=`, `+`, `-`, `@`, a tab or a carriage
+    return (a student id such as `+1+1` or `@A1`) is read as a formula, so it gets a leading `'` (OWASP,
+    "CSV Injection")."""
+    return f"'{text}" if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
+
+
 def write_gradebook(rows: Sequence[Row], path: Path) -> None:
     """gradebook.csv: total and component scores of the graded; a total of 0 for what was empty or
     unreadable; blank for the others (and for components the grading left out, with `--only`)."""
@@ -61,7 +68,8 @@ def write_gradebook(rows: Sequence[Row], path: Path) -> None:
         scores = [_points(card["components"][name]["score"]) if name in card["components"] else ""
                   for name in COMPONENTS]
         total = row.total()
-        writer.writerow([row.student, "" if total is None else _points(total), *scores, row.status.value])
+        total_cell = "" if total is None else _points(total)
+        writer.writerow([_cell(row.student), total_cell, *scores, row.status.value])
     write_atomic(path, text.getvalue())
 
 

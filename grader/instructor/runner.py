@@ -29,14 +29,19 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
-from ..archive import deterministic_zip, folder_files
+from ..archive import ArchiveError, deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
+from ..sandbox.cgroup import kill_judge
 from ..spec import BUDGETS
+from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH
 
 STOP_SECONDS = 10.0
 """After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
+MAX_PAYLOAD_BYTES = 2 * MAX_ZIP_BYTES
+"""The most of a student's files read for one grading: what `grader grade` reads at most (a zip
+unpacked, a notebook), and room for a zip's own headers. More is `unreadable`, never read."""
 
 
 class Outcome(StrEnum):
@@ -62,6 +67,10 @@ class Empty(ValueError):
     """Nothing was submitted."""
 
 
+class Unreadable(ValueError):
+    """What was submitted is not a file that can be read (a FIFO, a device, a socket)."""
+
+
 @dataclass(frozen=True)
 class Job:
     """One submission to grade, as data: `name` is the file it is graded as (`alice.zip`)."""
@@ -80,26 +89,37 @@ class Job:
 def payload(source: Path) -> tuple[str, bytes]:
     """A submission as (file name, bytes): a file as it is, a folder as a zip of its files.
 
-    Symbolic links are left out of a folder's zip: following one would read the instructor's disk.
-    Raises Empty when there is nothing to grade.
+    Symbolic links are left out of a folder's zip: following one would read the instructor's disk;
+    so are FIFOs, devices and sockets, never opened (a FIFO blocks its reader, a device reads for
+    ever). Raises Empty when there is nothing to grade, Unreadable for a submission that is itself
+    one of those or holds more than MAX_PAYLOAD_BYTES.
     """
     source = Path(source)
     if source.is_dir() and not source.is_symlink():
         return f"{source.name}.zip", _zip_folder(source)
+    if source.exists() and not source.is_file():
+        raise Unreadable(f"{source.name} is not a regular file (a FIFO, a device or a socket): not read")
     if not source.is_file():
         raise Empty("nothing submitted")
+    if source.stat().st_size > MAX_PAYLOAD_BYTES:
+        raise Unreadable(f"{source.name} is larger than {MAX_PAYLOAD_BYTES >> 20} MiB: not read")
     data = source.read_bytes()
     if not data:
         raise Empty(f"{source.name} is an empty file")
-    if zipfile.is_zipfile(source):
-        with zipfile.ZipFile(source) as archive:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             if all(member.is_dir() for member in archive.infolist()):
                 raise Empty(f"{source.name} is a zip without files")
+    except zipfile.BadZipFile:
+        pass  # not a zip, or a broken one: `grader grade` says which
     return source.name, data
 
 
 def _zip_folder(folder: Path) -> bytes:
-    files = folder_files(folder)
+    try:
+        files = folder_files(folder, max_bytes=MAX_PAYLOAD_BYTES)
+    except ArchiveError as error:
+        raise Unreadable(f"{folder.name}/ {error}: not read") from error
     if not files:
         raise Empty(f"{folder.name}/ holds no file")
     return deterministic_zip(files)
@@ -205,7 +225,8 @@ def serve() -> None:
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
-    """Interrupt grading processes (each closes its sandbox on the way out), then kill any left."""
+    """Interrupt grading processes (each closes its sandbox on the way out), then kill any left, and
+    the control groups of their workers (a worker is in a session of its own: killpg misses it)."""
     for process in processes:
         _signal(process, signal.SIGINT)
     deadline = time.monotonic() + STOP_SECONDS
@@ -215,6 +236,7 @@ def _stop(processes: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             _signal(process, signal.SIGKILL)
             process.wait()
+        kill_judge(process.pid)
 
 
 def _signal(process: subprocess.Popen, number: int) -> None:

@@ -21,6 +21,8 @@ from typing import Any
 
 from ..results import safe_text
 from ..spec import BUDGETS
+from ..submission import special
+from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import Deadline, ProtocolError, receive, send
 
@@ -33,7 +35,8 @@ _UID_BASE = 1 << 30
 _NOGROUP = 65534
 _HIDDEN_PACKAGES = ("grader", "solutions")
 _uids = itertools.count()
-_NAMESPACES = ["--net", "--pid", "--fork", "--kill-child"]
+_NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
+"""No network; SysV IPC and message queues of its own (gone with it); every process dies with the first."""
 
 
 def _runs(command: list[str]) -> bool:
@@ -94,6 +97,13 @@ def _readable_by_all(folder: Path) -> None:
     for path in folder.rglob("*"):
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    """What a submission's copy leaves out: caches, hidden entries, and FIFOs, devices and sockets,
+    never opened (submission.special)."""
+    return {name for name in names if name == "__pycache__" or name.startswith(".")
+            or special(Path(folder, name))}
 
 
 def _worker_uid() -> int:
@@ -188,13 +198,20 @@ class Worker:
         }
         log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=area.parent)
         self.log_path = Path(log_name)
-        command = [*_launcher(self.mode), sys.executable, "-P", "-s", "-m", f"{CODE_PACKAGE}.jail",
-                   confinement.to_json(), str(request_read), str(reply_write), confinement.submission,
-                   ",".join(sorted(blocked))]
+        # One control group for it and all it starts, where the machine allows (as root)
+        self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
+            if self.uid is not None else None
+        command = [*(self.group.join_command() if self.group else []), *_launcher(self.mode), sys.executable,
+                   "-P", "-s", "-m", f"{CODE_PACKAGE}.jail", confinement.to_json(), str(request_read),
+                   str(reply_write), confinement.submission, ",".join(sorted(blocked))]
         try:
             self.process = subprocess.Popen(command, pass_fds=(request_read, reply_write), env=env, cwd=home,
                                             stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
                                             start_new_session=True)
+        except OSError:
+            if self.group:
+                self.group.remove()
+            raise
         finally:
             for fd in (log_fd, request_read, reply_write):
                 os.close(fd)
@@ -239,13 +256,21 @@ class Worker:
             return f"the process exited with code {code} (os._exit or a crash)"
         return "the process stopped answering"
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the worker and every process it started have used (None without a control group)."""
+        return self.group.cpu_seconds() if self.group else None
+
     def close(self) -> None:
-        """Kill the worker and every process it started, and wait until they are gone."""
+        """Kill the worker and every process it started, wait until they are gone, remove its group."""
+        if self.group:
+            self.group.kill()
         if self.process.poll() is None:
             self._kill()
         self.process.wait()
         if self.uid is not None:
             _kill_uid(self.uid)  # "setuid" mode has no PID namespace; in "root" mode this finds none
+        if self.group:
+            self.group.remove()
         for fd in (self._request, self._reply):
             try:
                 os.close(fd)
@@ -286,8 +311,7 @@ class Sandbox:
         cpu_seconds = BUDGETS.scaled(timeout_scale).worker_cpu_seconds
         self.mode, self.limits = mode(), limits or Limits(cpu_seconds=cpu_seconds)
         self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
-        shutil.copytree(self.submission_dir, self.area / "submission", symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        shutil.copytree(self.submission_dir, self.area / "submission", symlinks=True, ignore=_left_out)
         shutil.copytree(Path(__file__).parent, self.area / "code" / CODE_PACKAGE,
                         ignore=lambda folder, names: [n for n in names if n not in _WORKER_CODE])
         for folder in ("submission", "code"):  # readable, whatever the originals' modes

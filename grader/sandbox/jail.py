@@ -3,11 +3,12 @@
 Started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see client.py), it applies
 the Confinement it is given and then runs worker.main in the same process:
 
-- "root" (the judge runs as root; started inside new mount, network and PID namespaces by
+- "root" (the judge runs as root; started inside new mount, network, IPC and PID namespaces by
   `unshare`): build a new root from read-only bind mounts of what Python and torch need (no
-  /home, /root, /tmp of the host, no grader or reference), mount a fresh /proc of the PID
-  namespace, chroot into it, then become the worker's own unprivileged uid with no way back
-  (no_new_privs, no capabilities).
+  /home, /root, /tmp of the host, no grader or reference), a home and /tmp on one small tmpfs
+  (Limits.scratch_bytes), a fresh /proc of the PID namespace; chroot into it, then become the
+  worker's own unprivileged uid with no way back (no_new_privs, no capabilities), set to die with
+  its parent again (the uid change cleared that).
 - "userns" (not root, user namespaces allowed; started by `unshare --user --map-root-user`):
   the namespaces alone: no network, and every process dies with the worker.
 - "setuid" (root, but namespaces refused): the unprivileged uid only.
@@ -21,6 +22,7 @@ import ctypes.util
 import json
 import os
 import resource
+import select
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -29,7 +31,8 @@ SANDBOX = "/sandbox"
 """Inside the new root: SANDBOX/submission (read-only) and SANDBOX/home (writable, the working folder)."""
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
-_PR_SET_NO_NEW_PRIVS = 38
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
@@ -38,7 +41,10 @@ class Limits:
     """Resource limits of the worker and everything it starts (soft = hard: it cannot raise them)."""
 
     memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
-    processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64
+    group_memory_bytes: int = 2 << 30  # all its processes together, swap included (cgroup.py)
+    processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64 (its group too)
+    scratch_bytes: int = 64 << 20  # home and /tmp together: one tmpfs ("root" mode; else file_bytes a file)
+    cpus: float = 1.0  # all its processes together, at most one core (cgroup.py): it computes on one thread
     file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
     open_files: int = 256
     cpu_seconds: int = 0  # set by the judge from its budgets (spec.Budgets.worker_cpu_seconds); 0: none
@@ -67,7 +73,7 @@ class Confinement:
     # code among them: Python finds the rest of its package where it found jail.py)
     masked: list[str] = field(default_factory=list)  # paths inside read_only hidden by an empty folder
     submission: str = ""  # host folder bound at SANDBOX/submission
-    home: str = ""  # host folder (owned by uid) bound at SANDBOX/home
+    home: str = ""  # host folder (owned by uid): the home in "setuid" mode ("root" mode has a tmpfs)
     uid: int = 0
     gid: int = 0
     limits: Limits = field(default_factory=Limits)
@@ -107,12 +113,25 @@ def _inside(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
+def _writable(c: Confinement) -> str:
+    """A tmpfs of limits.scratch_bytes (mounted in the new root for now) holding the worker's home and
+    /tmp: what it writes takes memory of its own group, not the host's disk, and goes with the worker."""
+    writable = _inside(c.root, "/.writable")
+    os.makedirs(writable)
+    _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={c.limits.scratch_bytes},nr_inodes=16384,mode=0755")
+    os.mkdir(f"{writable}/home", 0o700)
+    os.chown(f"{writable}/home", c.uid, c.gid)
+    os.mkdir(f"{writable}/tmp")
+    os.chmod(f"{writable}/tmp", 0o1777)
+    return writable
+
+
 def build_root(c: Confinement) -> None:
     """Mount the new root's file system at c.root (in this process's private mount namespace)."""
     _mount("tmpfs", c.root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=0755")
-    tmp = _inside(c.root, "/tmp")
-    os.makedirs(tmp)
-    _mount("tmpfs", tmp, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=1777")
+    writable = _writable(c)
+    _bind(f"{writable}/tmp", _inside(c.root, "/tmp"), writable=True)  # first: the binds may lie in /tmp
     for path in c.read_only:
         if os.path.islink(path):  # e.g. /bin -> usr/bin on a merged-/usr system
             os.makedirs(os.path.dirname(_inside(c.root, path)), exist_ok=True)
@@ -124,7 +143,10 @@ def build_root(c: Confinement) -> None:
         if os.path.isdir(target):
             _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0555")
     _bind(c.submission, _inside(c.root, f"{SANDBOX}/submission"))
-    _bind(c.home, _inside(c.root, f"{SANDBOX}/home"), writable=True)
+    _bind(f"{writable}/home", _inside(c.root, f"{SANDBOX}/home"), writable=True)
+    if _libc.umount2(writable.encode(), _MNT_DETACH) != 0:  # reached only through the two binds now
+        raise OSError(ctypes.get_errno(), f"umount {writable}")
+    os.rmdir(writable)
     for name in _DEVICES:
         _bind(f"/dev/{name}", _inside(c.root, f"/dev/{name}"), writable=True, device=True)
     os.makedirs(_inside(c.root, "/proc"))
@@ -146,6 +168,19 @@ def become_worker(c: Confinement) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def stay_with_parent(request_fd: int) -> None:
+    """Die with the process that started this one (unshare, or the judge in "setuid" mode): the uid
+    change cleared the parent-death signal (prctl(2)), so set it again; then, in case the judge went
+    before that, look at the request pipe: its only writer is the judge, so it is hung up once the
+    judge is gone (and a process exits its files before its children get their signal)."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    poller = select.poll()
+    poller.register(request_fd, select.POLLIN)
+    if any(events & select.POLLHUP for _, events in poller.poll(0)):
+        os._exit(1)
+
+
 def main(argv: list[str]) -> None:
     confinement = Confinement.from_json(argv[0])
     worker_args = argv[1:]
@@ -156,6 +191,7 @@ def main(argv: list[str]) -> None:
     confinement.limits.apply(per_uid=confinement.mode in ("root", "setuid"))
     if confinement.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
         become_worker(confinement)
+        stay_with_parent(int(worker_args[0]))
     from .worker import main as serve  # torch and the submission come only now
 
     serve(worker_args)

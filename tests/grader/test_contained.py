@@ -1,0 +1,293 @@
+"""Containment: nothing a submission does reaches the host, the judge or another student (issue 18).
+
+One test per attack: a worker's processes together held to one worker's memory, processes and CPU (its
+control group), nothing of a grading outliving its judge, no SysV IPC shared with the host, no disk of
+the host filled. What needs root, namespaces or cgroups is skipped elsewhere, saying so.
+"""
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.sandbox import cgroup
+from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
+from grader.sandbox.jail import Limits
+
+pytestmark = pytest.mark.sandbox
+AS_ROOT = pytest.mark.skipif(mode() != "root", reason=f"needs root and namespaces (here: {mode()!r} mode)")
+ISOLATED = pytest.mark.skipif(mode() not in ("root", "userns"),
+                              reason=f"needs the worker's own namespaces (here: {mode()!r} mode)")
+
+
+def _groups_with(*controllers: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(mode() not in ("root", "setuid") or not set(controllers) <= cgroup.available(),
+                              reason=f"needs cgroups with {', '.join(controllers)} (here: "
+                              f"{sorted(cgroup.available()) or 'none'}; docs/grading.md, Threat model)")
+
+
+MARKER = "271828.18"
+"""What the escaping processes sleep for: found in /proc, it means one survived."""
+SHM_KEY = 0x18181818
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+ATTACKS = textwrap.dedent(f"""\
+    import ctypes, ctypes.util, os, subprocess, time
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+    def hog(children, mib):
+        pids = []
+        for _ in range(children):
+            pid = os.fork()
+            if pid == 0:
+                held = b"x" * (mib << 20)  # written: every page is resident
+                time.sleep(3)
+                os._exit(0)
+            pids.append(pid)
+        return sum(os.waitpid(pid, 0)[1] == 0 for pid in pids)
+
+    def spin(children, seconds):
+        for _ in range(children):
+            if os.fork() == 0:
+                os.setsid()
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    pass
+                os._exit(0)
+        return children
+
+    def escape():
+        subprocess.Popen(["sleep", "{MARKER}"], start_new_session=True)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("sleep", ["sleep", "{MARKER}"])
+            os._exit(0)
+        return os.getpid()
+
+    def shm(key, create):
+        flags = 0o1000 | 0o666 if create else 0  # IPC_CREAT
+        return libc.shmget(key, 1 << 20, flags) >= 0
+
+    def fill(folder):
+        written = 0
+        try:
+            for i in range(1000):
+                with open(os.path.join(folder, f"fill{{i}}"), "wb") as file:
+                    for _ in range(4):
+                        file.write(b"x" * (1 << 20))
+                        written += 1
+        except OSError:
+            pass
+        return written
+    """)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "attention.py").write_text(ATTACKS)
+    return submission
+
+
+def call(box: Sandbox, target: str, *args, timeout: float = 60.0):
+    return box.request({"op": "call", "target": f"attention.{target}", "args": list(args)}, timeout)["result"]
+
+
+def survivors() -> list[int]:
+    """Processes still sleeping MARKER seconds (not zombies)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if MARKER in (entry / "cmdline").read_bytes().decode(errors="replace") and _state(entry) != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def _state(process: Path) -> str:
+    return (process / "stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _state(Path(f"/proc/{pid}")) != "Z"
+    except OSError:
+        return False
+
+
+# -- one worker's share: memory, processes, CPU (its control group) --------------------------------------
+@_groups_with("memory")
+def test_a_workers_processes_together_get_one_workers_memory(hostile, tmp_path):
+    """Three children of 400 MiB each, held at once, do not fit in a 1 GiB group however the address
+    space limit (per process) allows each of them."""
+    limits = Limits(group_memory_bytes=1 << 30)
+    box = Sandbox(hostile, tmp_path, limits=limits)
+    try:
+        box.ready()
+        group = box.worker.group
+        try:
+            held = call(box, "hog", 3, 400)
+            assert held < 3, "the OOM killer ended a child"
+        except (WorkerLost, StudentError):
+            pass  # or the worker itself
+        assert group.memory_peak() <= limits.group_memory_bytes
+    finally:
+        box.close()
+
+
+@_groups_with("pids")
+def test_the_process_limit_is_the_groups(hostile, tmp_path):
+    box = Sandbox(hostile, tmp_path)
+    try:
+        box.ready()
+        folders = [folder for _, folder in box.worker.group.folders if (folder / "pids.max").exists()]
+        assert [int((folder / "pids.max").read_text()) for folder in folders] == [box.limits.processes]
+    finally:
+        box.close()
+
+
+@_groups_with("cpu", "cpuacct")
+def test_busy_loops_in_new_sessions_get_one_core_together(hostile, tmp_path):
+    """Eight busy children, each in a session of its own, use at most the group's one core between them
+    (an upper bound: a loaded machine can only make them use less)."""
+    box = Sandbox(hostile, tmp_path)
+    try:
+        box.ready()
+        group = box.worker.group
+        call(box, "spin", 8, 4.0)
+        before, start = group.cpu_seconds(), time.monotonic()
+        time.sleep(2.0)
+        used, wall = group.cpu_seconds() - before, time.monotonic() - start
+        assert used <= box.limits.cpus * wall * 1.2 + 0.1
+    finally:
+        box.close()
+
+
+@_groups_with()
+def test_closing_a_worker_kills_its_group_and_removes_it(hostile, tmp_path):
+    box = Sandbox(hostile, tmp_path)
+    box.ready()
+    group = box.worker.group
+    call(box, "escape")
+    inside = cgroup._processes([folder for _, folder in group.folders])
+    assert set(survivors()) <= inside and survivors(), "double forks and new sessions stay in the group"
+    box.close()
+    assert survivors() == []
+    assert not any(folder.exists() for _, folder in group.folders)
+
+
+def test_where_no_group_can_be_made_the_worker_runs_without_one(hostile, tmp_path, monkeypatch):
+    """A laptop, a container with a read-only cgroupfs: the per-process limits (and the PID namespace
+    where there is one) are what holds; the worker still runs."""
+    monkeypatch.setattr(cgroup, "_hierarchies", lambda: ())
+    box = Sandbox(hostile, tmp_path)
+    try:
+        assert call(box, "shm", SHM_KEY + 2, False) is False
+        assert box.worker.group is None and box.worker.cpu_seconds() is None
+    finally:
+        box.close()
+
+
+# -- nothing of a grading outlives its judge -------------------------------------------------------------
+JUDGE = textwrap.dedent("""\
+    import sys
+    from pathlib import Path
+    from grader.sandbox.client import Sandbox
+
+    box = Sandbox(Path(sys.argv[1]), Path(sys.argv[2]))
+    box.request({"op": "import", "module": "attention"}, 600)  # never returns: the import hangs
+    """)
+
+
+@ISOLATED
+def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path):
+    """The judge SIGKILLed while the submission's import hangs, after it started a child and a
+    daemon (the OOM killer or grade-all's backstop would): 5 s later none of its processes is left."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "attention.py").write_text(ATTACKS + "escape()\nwhile True:\n    time.sleep(1)\n")
+    (tmp_path / "scratch").mkdir()
+    judge = subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(tmp_path / "scratch")],
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(survivors()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(survivors()) == 2, "the submission's import started its escapes"
+        grading = _descendants(judge.pid)
+        os.kill(judge.pid, signal.SIGKILL)
+        judge.wait()
+        time.sleep(5)
+        assert [pid for pid in grading if _alive(pid)] == []
+        assert survivors() == []
+    finally:
+        if judge.poll() is None:
+            judge.kill()
+        judge.wait()
+        cgroup.kill_judge(judge.pid)  # what grade-all's backstop does; here only if the test failed
+
+
+@_groups_with()
+def test_killing_a_judges_groups_ends_its_workers(hostile, tmp_path):
+    """grade-all's backstop: the judge's groups are killed, whatever session its workers are in."""
+    box = Sandbox(hostile, tmp_path)
+    try:
+        box.ready()
+        call(box, "escape")
+        assert survivors()
+        cgroup.kill_judge(os.getpid())
+        assert survivors() == [] and box.worker.process.wait(10) is not None
+    finally:
+        box.close()
+
+
+# -- what the host shares: SysV IPC, the disk -------------------------------------------------------------
+@ISOLATED
+def test_sysv_shared_memory_is_the_workers_own(hostile, tmp_path):
+    host_segment = _libc.shmget(SHM_KEY, 1 << 20, 0o1000 | 0o600)
+    assert host_segment >= 0
+    box = Sandbox(hostile, tmp_path)
+    try:
+        assert call(box, "shm", SHM_KEY, False) is False, "the host's segment is not seen"
+        assert call(box, "shm", SHM_KEY + 1, True) is True
+    finally:
+        box.close()
+        _libc.shmctl(host_segment, 0, None)  # IPC_RMID
+    assert _libc.shmget(SHM_KEY + 1, 0, 0) < 0, "the worker's segment went with it"
+
+
+@AS_ROOT
+def test_home_and_tmp_share_one_small_tmpfs(hostile, tmp_path):
+    box = Sandbox(hostile, tmp_path)
+    try:
+        home = call(box, "fill", ".")
+        tmp = call(box, "fill", "/tmp")
+    finally:
+        box.close()
+    assert home + tmp <= box.limits.scratch_bytes >> 20
+    assert home >= 32, "the home is still writable"
+    assert not any(path.name.startswith("fill") for path in tmp_path.rglob("*")), "nothing on the host's disk"
