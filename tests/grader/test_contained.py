@@ -140,6 +140,7 @@ def _alive(pid: int) -> bool:
 
 
 # -- one worker's share: memory, processes, CPU (its control group) --------------------------------------
+@pytest.mark.slow  # it holds 1 GiB of the machine's memory for seconds
 @_groups_with("memory")
 def test_a_workers_processes_together_get_one_workers_memory(hostile, tmp_path):
     """Three children of 400 MiB each, held at once, do not fit in a 1 GiB group however the address
