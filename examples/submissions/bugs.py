@@ -116,6 +116,37 @@ BUGS: list[Bug] = [
         description="MultiHeadAttention adds the bias (ALiBi) to the weights after the softmax instead "
                     "of to the scores before it.",
         keywords=("bias", "softmax", "alibi")),
+    Bug("attn_dropout_on_output", "attention", "attention.py",
+        old=('heads = torch.einsum("bhqk,bhkd->bhqd", self.dropout(weights), v)\n'
+             '        y = self.out_proj(heads.transpose(1, 2).flatten(2))'),
+        new=('heads = torch.einsum("bhqk,bhkd->bhqd", weights, v)\n'
+             '        y = self.dropout(self.out_proj(heads.transpose(1, 2).flatten(2)))'),
+        description="MultiHeadAttention applies its dropout to the output y instead of to the attention "
+                    "weights.",
+        keywords=("dropout", "weights")),
+    Bug("attn_dropout_in_eval_mode", "attention", "attention.py",
+        old='heads = torch.einsum("bhqk,bhkd->bhqd", self.dropout(weights), v)',
+        new='heads = torch.einsum("bhqk,bhkd->bhqd", F.dropout(weights, self.dropout.p), v)',
+        description="MultiHeadAttention calls F.dropout without training=self.training, so the attention "
+                    "weights are dropped in eval mode too.",
+        keywords=("eval mode",)),
+    Bug("attn_dropout_on_scores", "attention", "attention.py",
+        old="        weights = masked_softmax(scores, mask)\n        heads = ",
+        new="        weights = masked_softmax(self.dropout(scores), mask)\n        heads = ",
+        description="MultiHeadAttention drops the scores before the softmax instead of the weights after it.",
+        keywords=("dropout", "softmax")),
+    Bug("attn_dropout_on_values", "attention", "attention.py",
+        old='heads = torch.einsum("bhqk,bhkd->bhqd", self.dropout(weights), v)',
+        new='heads = torch.einsum("bhqk,bhkd->bhqd", weights, self.dropout(v))',
+        description="MultiHeadAttention drops entries of the values v instead of the attention weights.",
+        keywords=("dropout", "weights")),
+    Bug("attn_dropout_not_rescaled", "attention", "attention.py",
+        old='heads = torch.einsum("bhqk,bhkd->bhqd", self.dropout(weights), v)',
+        new=('keep = torch.rand_like(weights) >= self.dropout.p if self.training else 1.0\n'
+             '        heads = torch.einsum("bhqk,bhkd->bhqd", weights * keep, v)'),
+        description="MultiHeadAttention drops attention weights with a hand-made mask and does not scale the "
+                    "kept ones by 1/(1-p).",
+        keywords=("1/(1-p)", "scaled")),
     # ---------------------------------------------------------------- positional
     Bug("sinusoidal_sin_cos_swapped", "positional", "positional.py",
         old=("        table[:, 2 * j] = torch.sin(pos * w)\n"
@@ -175,6 +206,22 @@ BUGS: list[Bug] = [
         new="return slopes * distance.abs()",
         description="alibi_bias rewards distant keys (+m|i-j|) instead of penalising them (-m|i-j|).",
         keywords=("sign", "negative", "bias")),
+    Bug("sinusoidal_halves_fairseq_style", "positional", "positional.py",
+        old=("    pos = torch.arange(n_positions, dtype=torch.float64)\n"
+             "    table = torch.empty(n_positions, d_model, dtype=torch.float64)\n"
+             "    for j in range(d_model // 2):\n"
+             "        w = math.exp(-(2 * j / d_model) * math.log(base))\n"
+             "        table[:, 2 * j] = torch.sin(pos * w)\n"
+             "        table[:, 2 * j + 1] = torch.cos(pos * w)\n"
+             "    return table.to(torch.float32)\n"),
+        new=("    half = d_model // 2\n"
+             "    step = math.log(base) / (half - 1)  # fairseq's spacing: w_0 = 1 ... w_{half-1} = 1/base\n"
+             "    freqs = torch.exp(-step * torch.arange(half, dtype=torch.float32))\n"
+             "    angles = torch.arange(n_positions, dtype=torch.float32)[:, None] * freqs[None, :]\n"
+             "    return torch.cat([angles.sin(), angles.cos()], dim=1)\n"),
+        description="sinusoidal_encoding is written as fairseq's table: [sin | cos] halves, frequencies "
+                    "base^(-j/(d/2-1)), and a division by zero at d_model=2.",
+        keywords=("[sin | cos] halves",)),
     # ---------------------------------------------------------------- feedforward
     Bug("gelu_tanh_approximation", "feedforward", "feedforward.py",
         old="h = F.gelu(h)",
@@ -194,6 +241,33 @@ BUGS: list[Bug] = [
         new="return self.fc2(self.dropout(self.fc1(x)))",
         description="FeedForward applies no non-linearity between fc1 and fc2.",
         keywords=("activation", "gelu", "nonlinear")),
+    Bug("ffn_dropout_before_activation", "feedforward", "feedforward.py",
+        old=("        h = self.fc1(x)\n        if self.activation"),
+        new=("        h = self.dropout(self.fc1(x))\n        if self.activation"),
+        description="FeedForward drops fc1's output before the activation (and again after it) instead of "
+                    "only act(fc1(x)).",
+        keywords=("dropout", "act(fc1(x))")),
+    Bug("ffn_dropout_after_fc2", "feedforward", "feedforward.py",
+        old="return self.fc2(self.dropout(h))",
+        new="return self.dropout(self.fc2(h))",
+        description="FeedForward applies its dropout to the output of fc2 instead of between act and fc2.",
+        keywords=("dropout", "fc2")),
+    Bug("ffn_dropout_in_eval_mode", "feedforward", "feedforward.py",
+        old="return self.fc2(self.dropout(h))",
+        new="return self.fc2(F.dropout(h, self.dropout.p))",
+        description="FeedForward calls F.dropout without training=self.training, so it drops in eval mode too.",
+        keywords=("eval mode",)),
+    Bug("ffn_dropout_rate_hard_coded", "feedforward", "feedforward.py",
+        old="self.dropout = nn.Dropout(dropout)",
+        new="self.dropout = nn.Dropout(0.1)",
+        description="FeedForward ignores its dropout argument and always drops at rate 0.1.",
+        keywords=("rate", "dropout")),
+    Bug("ffn_dropout_not_rescaled", "feedforward", "feedforward.py",
+        old="return self.fc2(self.dropout(h))",
+        new=("keep = torch.rand_like(h) >= self.dropout.p if self.training else 1.0\n"
+             "        return self.fc2(h * keep)"),
+        description="FeedForward drops with a hand-made mask and does not scale the kept entries by 1/(1-p).",
+        keywords=("1/(1-p)", "scaled")),
     # ---------------------------------------------------------------- block
     Bug("post_norm_as_pre_norm", "block", "block.py",
         old="sublayers = self._pre if self.pre_norm else self._post",
@@ -214,6 +288,50 @@ BUGS: list[Bug] = [
         description="The pre-norm block normalises the residual stream itself (x = norm1(x)) instead of "
                     "only the attention input.",
         keywords=("residual", "pre-norm", "norm")),
+    Bug("block_attn_output_not_dropped", "block", "block.py",
+        old="return self.dropout(y), w",
+        new="return y, w",
+        description="TransformerBlock adds the attention sublayer's output to the residual without its "
+                    "dropout.",
+        keywords=("dropout", "attention sublayer")),
+    Bug("block_dropout_on_residual_sum", "block", "block.py",
+        old="return h + self.dropout(self.ffn(self.norm2(h))), w",
+        new="return self.dropout(h + self.ffn(self.norm2(h))), w",
+        description="The pre-norm block drops the residual sum h + ffn(...) instead of the feed-forward "
+                    "sublayer's output alone.",
+        keywords=("dropout", "residual")),
+    Bug("block_post_norm_ffn_not_dropped", "block", "block.py",
+        old="return self.norm2(h + self.dropout(self.ffn(h))), w",
+        new="return self.norm2(h + self.ffn(h)), w",
+        description="The post-norm block adds the feed-forward sublayer's output without its dropout.",
+        keywords=("dropout", "feed-forward sublayer")),
+    Bug("block_dropout_in_eval_mode", "block", "block.py",
+        old="return self.dropout(y), w",
+        new="return torch.nn.functional.dropout(y, self.dropout.p), w",
+        description="TransformerBlock calls F.dropout without training=self.training on the attention "
+                    "sublayer's output, so it drops in eval mode too.",
+        keywords=("eval mode",)),
+    Bug("block_dropout_not_passed_to_attn", "block", "block.py",
+        old="self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)",
+        new="self.attn = MultiHeadAttention(d_model, n_heads, rope=rope)",
+        description="TransformerBlock builds attn without its dropout, so the attention weights are never "
+                    "dropped.",
+        keywords=("dropout", "passed on")),
+    Bug("block_rope_not_passed", "block", "block.py",
+        old="self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)",
+        new="self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)",
+        description="TransformerBlock builds attn without rope, so rope=True blocks have no rotary positions.",
+        keywords=("rope",)),
+    Bug("block_activation_not_passed", "block", "block.py",
+        old="self.ffn = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)",
+        new="self.ffn = FeedForward(d_model, d_ff, dropout=dropout)",
+        description="TransformerBlock builds ffn without its activation, so activation=\"relu\" gets GELU.",
+        keywords=("activation",)),
+    Bug("block_dropout_rate_hard_coded", "block", "block.py",
+        old="self.dropout = nn.Dropout(dropout)",
+        new="self.dropout = nn.Dropout(0.1)",
+        description="TransformerBlock's residual dropout ignores the dropout argument (always 0.1).",
+        keywords=("rate", "dropout")),
     # ---------------------------------------------------------------- model
     Bug("missing_final_norm", "model", "model.py",
         old=("        if self.norm_f is not None:\n"
@@ -320,6 +438,68 @@ BUGS: list[Bug] = [
         new="    return history\n",
         description="train leaves the model in training mode instead of eval mode.",
         keywords=("eval", "training mode")),
+    Bug("lr_linear_decay", "trainer", "trainer.py",
+        old="coeff = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0",
+        new="coeff = 1.0 - progress",
+        description="After the warmup the learning rate decays linearly instead of along the cosine (T1).",
+        keywords=("cosine", "linear")),
+    Bug("lr_quarter_cosine", "trainer", "trainer.py",
+        old="coeff = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0",
+        new="coeff = math.cos(0.5 * math.pi * progress)",
+        description="The decay follows a quarter cosine cos(pi/2 p) instead of (1 + cos(pi p)) / 2.",
+        keywords=("cosine",)),
+    Bug("lr_cosine_to_zero_floored", "trainer", "trainer.py",
+        old="return min_lr + coeff * (max_lr - min_lr)",
+        new="return max(min_lr, coeff * max_lr)",
+        description="The cosine decays from max_lr to 0 and is cut off at min_lr, instead of decaying to "
+                    "min_lr.",
+        keywords=("min_lr", "cosine")),
+    Bug("lr_decay_one_step_early", "trainer", "trainer.py",
+        old="progress = min(1.0, max(0.0, (step - warmup_steps) / decay_steps))",
+        new="progress = min(1.0, max(0.0, (step - warmup_steps + 1) / decay_steps))",
+        description="The cosine progress counts from warmup_steps - 1, so the decay starts one step early.",
+        keywords=("warmup_steps", "max_lr")),
+    Bug("lr_nanogpt_style", "trainer", "trainer.py",
+        old=("    if step < warmup_steps:\n"
+             "        return max_lr * (step + 1) / warmup_steps\n"
+             "    decay_steps = max(1, total_steps - warmup_steps)\n"
+             "    progress = min(1.0, max(0.0, (step - warmup_steps) / decay_steps))\n"),
+        new=("    if step < warmup_steps:\n"
+             "        return max_lr * step / warmup_steps\n"
+             "    if step > total_steps:\n"
+             "        return min_lr\n"
+             "    progress = (step - warmup_steps) / (total_steps - warmup_steps)\n"),
+        description="lr_schedule is written as nanoGPT's get_lr: the warmup is off by one (step 0 gets 0, "
+                    "the peak comes one step late) and warmup_steps = total_steps divides by zero.",
+        keywords=("one step late", "off by one")),
+    Bug("clip_none_crashes", "trainer", "trainer.py",
+        old=("        if grad_clip is not None:\n"
+             "            torch.nn.utils.clip_grad_norm_(params, grad_clip)\n"),
+        new="        torch.nn.utils.clip_grad_norm_(params, grad_clip)\n",
+        description="train always calls clip_grad_norm_(params, grad_clip), which fails for grad_clip=None "
+                    "(no clipping).",
+        keywords=("grad_clip=none",)),
+    Bug("clip_none_means_one", "trainer", "trainer.py",
+        old=("        if grad_clip is not None:\n"
+             "            torch.nn.utils.clip_grad_norm_(params, grad_clip)\n"),
+        new="        torch.nn.utils.clip_grad_norm_(params, 1.0 if grad_clip is None else grad_clip)\n",
+        description="train clips at 1.0 when grad_clip=None instead of not clipping.",
+        keywords=("grad_clip=none",)),
+    Bug("clip_by_value", "trainer", "trainer.py",
+        old="torch.nn.utils.clip_grad_norm_(params, grad_clip)",
+        new="torch.nn.utils.clip_grad_value_(params, grad_clip)",
+        description="train clips each gradient entry to [-grad_clip, grad_clip] instead of the global norm.",
+        keywords=("clip", "norm")),
+    Bug("clip_each_parameter", "trainer", "trainer.py",
+        old="torch.nn.utils.clip_grad_norm_(params, grad_clip)",
+        new="[torch.nn.utils.clip_grad_norm_([p], grad_clip) for p in params]",
+        description="train clips each parameter's gradient norm separately instead of the global norm.",
+        keywords=("clip", "global")),
+    Bug("clip_at_one", "trainer", "trainer.py",
+        old="torch.nn.utils.clip_grad_norm_(params, grad_clip)",
+        new="torch.nn.utils.clip_grad_norm_(params, 1.0)",
+        description="train clips the global gradient norm at 1.0 whatever grad_clip says.",
+        keywords=("clip", "grad_clip")),
     # ---------------------------------------------------------------- analysis
     Bug("entropy_log2", "analysis", "analysis.py",
         old="torch.log(p.clamp(min=tiny))",

@@ -3,6 +3,7 @@
 A message says only what happened: NaN is reported as NaN (never as a wrong sign or sum), a
 mistake is named only when the submission's value matches it, and a float64 comparison that
 misses by float32 rounding says so instead of suggesting a wrong formula."""
+import functools
 import math
 from collections.abc import Callable, Mapping
 
@@ -209,3 +210,93 @@ def expect_value_error(call: Callable[[], object], what: str, names: tuple[str, 
                f"({' or '.join(names)})")
         return
     raise Failed(f"{what} should raise ValueError")
+
+
+# ---------------------------------------------------------------------------- dropout
+DROPOUT_FIT = 0.99
+"""Share of the informative entries a reading of train-mode output must explain to be named."""
+DROPOUT_OFF_IN_EVAL = ("dropout must be off in eval mode: use nn.Dropout, or F.dropout(..., "
+                       "training=self.training) (F.dropout drops by default)")
+DROPOUT_RATE_SLACK = 0.06
+"""How far the share of dropped entries may be from p: callers measure 1000 or more informative
+entries, so a correct nn.Dropout(p) is within 0.016 (one sd at p = 0.5) and this is 4 sd."""
+
+
+def _dropout_share(actual: torch.Tensor, informative: torch.Tensor, kept: torch.Tensor,
+                   dropped: torch.Tensor) -> float:
+    """The share of informative entries of actual equal to `kept` or to `dropped` there."""
+    hit = (((actual - kept).abs() <= 1e-6 * (1 + kept.abs()))
+           | ((actual - dropped).abs() <= 1e-6 * (1 + dropped.abs())))
+    return hit[informative].double().mean().item()
+
+
+def expect_dropout(actual: torch.Tensor, kept: torch.Tensor, p: float, what: str, where: str,
+                   alternatives: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+    """`actual` (the student's train-mode value) is `kept` (its eval-mode value) after nn.Dropout(p):
+    each entry 0 or kept / (1 - p), about a share p of them 0 (entries where kept is about 0 say
+    nothing and are left out). Else say which reading explains it: nothing dropped, survivors not
+    rescaled or scaled for another rate, one of `alternatives` ({sentence: (what a kept entry and a
+    dropped entry are when that mistake is made)}, e.g. dropout applied after a bias is added), a
+    wrong rate. `where` says where the contract applies this dropout (for the messages)."""
+    expect_finite(actual, f"{what} in train mode with dropout={p}")
+    actual, kept = actual.to(torch.float64), kept.to(torch.float64)
+    informative = kept.abs() > 1e-3
+    zero = torch.zeros_like(kept)
+    train = f"in train mode with dropout={p}, {what}"
+    if _dropout_share(actual, informative, kept / (1 - p), zero) < DROPOUT_FIT:
+        if _dropout_share(actual, informative, kept, kept) >= DROPOUT_FIT:
+            raise Failed(f"{train} equals its eval-mode value: nothing is dropped ({where})")
+        readings = {
+            "the kept entries are not scaled by 1/(1-p) (nn.Dropout scales them so that the expected value "
+            "stays the same)": (kept, zero),
+            "the kept entries are multiplied by (1-p) instead of divided by it": (kept * (1 - p), zero),
+            **(alternatives or {})}
+        fits = {sentence: _dropout_share(actual, informative, *values)
+                for sentence, values in readings.items()}
+        sentence, fit = max(fits.items(), key=lambda item: item[1])
+        if fit >= DROPOUT_FIT:
+            raise Failed(f"{train} matches what you get when {sentence} ({where})")
+        survived = informative & (actual.abs() > 1e-9)
+        ratio = actual[survived] / kept[survived]
+        if survived.any() and (ratio - ratio.mean()).abs().max() < 1e-6 * ratio.mean().abs():
+            scale = ratio.mean().item()
+            raise Failed(f"{train}: the kept entries are scaled by {scale:.4g} = 1/(1-{1 - 1 / scale:.3g}) "
+                         f"instead of 1/(1-p) = {1 / (1 - p):.4g}: is the dropout built with the rate passed "
+                         f"in? ({where})")
+        unexplained = 1 - _dropout_share(actual, informative, kept / (1 - p), zero)
+        raise Failed(f"{train}: {unexplained:.0%} of its entries are neither dropped (0) nor their eval-mode "
+                     f"value scaled by 1/(1-p): the dropout is not where the contract puts it ({where})")
+    rate = (actual[informative].abs() <= 1e-9).double().mean().item()
+    expect(abs(rate - p) < DROPOUT_RATE_SLACK,
+           f"{train}: {rate:.1%} of its entries are dropped, expected about {p:.0%}: each entry is dropped "
+           f"with probability p ({where})")
+
+
+# ---------------------------------------------------------------------------- telling counterexamples
+def telling(degenerate: Callable[..., bool], typical: Callable[..., dict]) -> Callable:
+    """Decorate a case's body (under @given): when it fails on a degenerate input (where the usual
+    mistakes look alike or crash: a width of 2, warmup_steps = total_steps), it runs once more on
+    typical(**kwargs), and the message also says what happens there, which names the mistake when
+    a diagnosis matches it. The student's NotImplementedError goes through untouched."""
+    def decorate(body: Callable) -> Callable:
+        @functools.wraps(body)
+        def run(student: object, **kwargs: object) -> object:
+            try:
+                return body(student, **kwargs)
+            except (Failed, StudentError) as error:
+                if isinstance(error, StudentError) and error.type_name == "NotImplementedError":
+                    raise
+                if not degenerate(**kwargs):
+                    raise
+                other = typical(**kwargs)
+                shown = ", ".join(f"{k}={v!r}" for k, v in other.items() if kwargs.get(k) != v)
+                here = f"your code raised {error}" if isinstance(error, StudentError) else str(error)
+                try:
+                    body(student, **other)
+                except (Failed, StudentError) as there:
+                    said = f"your code raised {there}" if isinstance(there, StudentError) else str(there)
+                    raise Failed(f"{here}. On a typical input ({shown}): {said}") from error
+                raise Failed(f"{here}. On a typical input ({shown}) this test passes: only this edge case "
+                             "fails") from error
+        return run
+    return decorate

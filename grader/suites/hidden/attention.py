@@ -186,7 +186,7 @@ def _weights_after_dropout(weights: torch.Tensor, expected: torch.Tensor, p: flo
     return bool((kept | dropped).all() and dropped.any())
 
 
-@suite.case(1, max_examples=5)
+@suite.case(0.5, max_examples=5)
 @given(config=_dropout_configs, seed=seeds)
 def mha_dropout(student, config, seed):
     """attention dropout: none in eval mode; in train mode it changes y but not the returned weights"""

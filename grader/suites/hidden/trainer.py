@@ -1,7 +1,5 @@
 """trainer.py, hidden cases: lr_schedule (T1), param_groups (T2), train (T3) and evaluate against
 the reference, with diagnoses from (T3) runs that each make one classic mistake."""
-import math
-
 import torch
 import torch.nn.functional as F
 from hypothesis import Phase, example, given
@@ -10,9 +8,10 @@ from torch import nn
 
 from ...spec import IGNORE_INDEX, Visibility
 from .. import Suite
-from ..checks import Failed, expect, expect_close
+from ..checks import Failed, expect, expect_close, telling
 from ..public.trainer import (
     check_groups,
+    degenerate_schedule,
     describe,
     fixture_layers,
     fixture_model,
@@ -23,9 +22,11 @@ from ..public.trainer import (
     masked_cross_entropy,
     read_evaluation,
     read_history,
+    schedule_variants,
     schedules,
     student_lr,
     twin_models,
+    typical_schedule,
 )
 from ..strategies import seeds
 from .reference import ref
@@ -36,34 +37,9 @@ suite = Suite("trainer", Visibility.HIDDEN)
 NO_SHRINK = (Phase.explicit, Phase.generate)
 
 
-def _schedule_variants(config: dict, steps: range) -> dict[str, torch.Tensor]:
-    """What classic mistakes in (T1) return at these steps (computed here, never shown)."""
-    max_lr, warmup, total, min_lr = (config[k] for k in ("max_lr", "warmup_steps", "total_steps", "min_lr"))
-
-    def schedule(s, shift=1, clamp=True, floor=min_lr, start=warmup, span=None):
-        if s < warmup:
-            return max_lr * (s + shift) / warmup
-        p = (s - start) / (span or max(1, total - warmup))
-        if clamp:
-            p = min(max(p, 0.0), 1.0)
-        return floor + 0.5 * (max_lr - floor) * (1 + math.cos(math.pi * p))
-
-    def at(**kw):
-        return torch.tensor([schedule(s, **kw) for s in steps], dtype=torch.float64)
-
-    return {
-        "the warmup is off by one (max_lr * step / warmup_steps: step 0 gets 0)": at(shift=0),
-        "the cosine progress is not clamped (past total_steps the rate rises again)": at(clamp=False),
-        "the cosine decays to 0 instead of to min_lr": at(floor=0.0),
-        "the cosine progress is counted from step 0 instead of from warmup_steps":
-            at(start=0, span=max(1, total)),
-        "the cosine progress is divided by total_steps instead of total_steps - warmup_steps":
-            at(span=max(1, total)),
-    }
-
-
 @suite.case(2)
 @given(config=schedules(), extra=st.integers(0, 6))
+@telling(degenerate_schedule, typical_schedule)
 def lr_schedule_matches_reference(student, config, extra):
     """lr_schedule follows (T1) at every step, during warmup, decay and past total_steps"""
     steps = range(config["total_steps"] + 1 + extra)
@@ -72,7 +48,7 @@ def lr_schedule_matches_reference(student, config, extra):
     # plain float arithmetic: any correct formula agrees to rounding, relative to max_lr
     what = f"[lr_schedule(step, {describe(config)}) for step in range({len(steps)})]"
     expect_close(actual, expected, what, atol=1e-9 * config["max_lr"], rtol=1e-6,
-                 diagnoses=lambda: _schedule_variants(config, steps),
+                 diagnoses=lambda: schedule_variants(config, steps),
                  hint="the index is the step: warmup is max_lr * (step + 1) / warmup_steps, "
                       "then the cosine (T1)")
 
@@ -220,7 +196,7 @@ def _compare_training(history: dict, expected: dict, trained: dict, expected_sta
     schedule = {k: config[k] for k in ("max_lr", "warmup_steps", "min_lr")} | {"total_steps": steps}
     expect_close(history["lr"], torch.tensor(expected["lr"], dtype=torch.float64), "history['lr']",
                  atol=1e-9 * config["max_lr"], rtol=1e-6,
-                 diagnoses=lambda: _schedule_variants(schedule, range(steps)),
+                 diagnoses=lambda: schedule_variants(schedule, range(steps)),
                  hint="step t trains with lr_schedule(t, ..., total_steps=steps) (T1)")
     expect_close(history["loss"], torch.tensor(expected["loss"], dtype=torch.float64), "history['loss']",
                  atol=1e-9, rtol=1e-6, diagnoses=lambda: variants.history("loss"),

@@ -12,13 +12,22 @@ import math
 
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_tensor, expect_value_error, shape_of
+from ..checks import (
+    DROPOUT_OFF_IN_EVAL,
+    Failed,
+    expect,
+    expect_close,
+    expect_dropout,
+    expect_tensor,
+    expect_value_error,
+    shape_of,
+)
 from ..strategies import attention_shapes, causal, dtypes, mha_configs, randn, random_mask, seeds, small
 
 suite = Suite("attention", Visibility.PUBLIC)
@@ -279,7 +288,7 @@ def mha_rope_heads(student, config, seed):
     expect_heads(student, mha, randn(seed, B, T, d_model), n_heads, True, what, mask=causal(T))
 
 
-@suite.case(1, max_examples=4)
+@suite.case(0.5, max_examples=4)
 @given(config=mha_configs(rope=False), seed=seeds)
 def mha_weights_before_dropout(student, config, seed):
     """MultiHeadAttention(dropout=0.5) in train mode returns the weights before dropout: those of eval mode"""
@@ -292,6 +301,70 @@ def mha_weights_before_dropout(student, config, seed):
                  hint="the only difference between the two calls is train mode, so dropout: the returned "
                       "weights are taken after the softmax and before dropout (dropout applies only to the "
                       "weights that mix the values)")
+
+
+def _probe_state(mha: Remote, n_heads: int, T: int, seed: int) -> dict[str, torch.Tensor]:
+    """Weights under which MultiHeadAttention(n_heads * T, n_heads) shows its attention weights in y:
+    random q_proj and k_proj (so the weights vary), v_proj the identity, out_proj the identity plus a
+    bias c. Fed the one-hot tokens of _one_hot_tokens, head h's value of key k is e_k, so y - c holds
+    each head's weights (dropped or not) side by side."""
+    d_model = n_heads * T
+    state = mha.state_dict()
+    eye = torch.eye(d_model, dtype=torch.float64)
+    probe = {"q_proj.weight": randn(seed, d_model, d_model), "v_proj.weight": eye,
+             "k_proj.weight": randn(seed + 1, d_model, d_model), "out_proj.weight": eye}
+    missing = [key for key in probe if key not in state]
+    expect(not missing, f"MultiHeadAttention.state_dict() has no {missing} (see mha_contract)")
+    biases = {key: torch.zeros_like(value) for key, value in state.items() if key.endswith(".bias")}
+    if "out_proj.bias" in biases:
+        biases["out_proj.bias"] = 1.0 + randn(seed + 2, d_model).abs()
+    return {**state, **probe, **biases}
+
+
+def _one_hot_tokens(B: int, T: int, n_heads: int) -> torch.Tensor:
+    """(B, T, n_heads * T): token k is e_k in every head's slice of the features."""
+    return torch.eye(T, dtype=torch.float64).repeat(1, n_heads).expand(B, T, n_heads * T).contiguous()
+
+
+DROPPED_WEIGHTS = "the attention weights after the softmax, before they mix the values"
+
+
+@suite.case(1, max_examples=4)
+@example(n_heads=2, p=0.5, seed=0)
+@given(n_heads=st.integers(1, 2), p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
+def mha_dropout_on_weights(student, n_heads, p, seed):
+    """MultiHeadAttention(dropout=p) is your dropout=0 module in eval mode; in train mode it drops each
+    attention weight with probability p and scales the kept ones by 1/(1-p), nothing else (float64)"""
+    B, T = 8, 8
+    mha, plain = (student.call(MHA, n_heads * T, n_heads, dropout=rate).to(torch.float64)
+                  for rate in (p, 0.0))
+    state = _probe_state(mha, n_heads, T, seed)
+    mha.load_state_dict(state)
+    plain.load_state_dict(state)
+    x = _one_hot_tokens(B, T, n_heads)
+    y, weights = mha.eval()(x, return_weights=True)
+    expect_close(y, plain.eval()(x), f"y in eval mode with dropout={p} (compared with your dropout=0 module)",
+                 **EXACT._asdict(), hint=DROPOUT_OFF_IN_EVAL)
+    c = state.get("out_proj.bias", torch.zeros(n_heads * T, dtype=torch.float64))
+    kept = y - c
+    shown = torch.cat(expect_tensor(weights, (B, n_heads, T, T), "weights").unbind(1), dim=-1)
+    if not torch.allclose(kept, shown, atol=1e-9):
+        return  # the heads themselves are wrong here: mha_heads_match_own_attention says how
+    mha.train()
+    student.call("torch.manual_seed", seed)
+    dropped = expect_tensor(mha(x), x.shape, "y in train mode") - c
+    expect_dropout(dropped, kept, p, "the attention weights (seen through v_proj = out_proj = identity)",
+                   f"dropout acts on {DROPPED_WEIGHTS}",
+                   {"the dropout is applied to the output y instead of to the attention weights":
+                        ((kept + c) / (1 - p) - c, -c)})
+    # Dropping v (or whole keys) drops a key's weight for every query at once; nn.Dropout on the
+    # weights drops each on its own (a dropped weight's 7 other queries all dropped too: p^7 <= 1%).
+    gone = (dropped.abs() <= 1e-9).unflatten(-1, (n_heads, T))  # (B, queries, heads, keys)
+    whole = gone.all(dim=1, keepdim=True).expand_as(gone)
+    together = whole[gone].double().mean().item() if gone.any() else 0.0
+    expect(together < 0.5, f"in train mode with dropout={p}, {together:.0%} of the dropped weights belong to "
+                           "keys dropped for every query at once: the dropout is applied to the values v (or "
+                           f"the keys), not to each of {DROPPED_WEIGHTS}")
 
 
 @suite.case(1)

@@ -8,24 +8,36 @@ components, not this one. Also the helpers the model suite and the hidden suite 
 """
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...spec import NORMS, TOLERANCES, Visibility
+from ...spec import ACTIVATIONS, EXACT, NORMS, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_same_keys, expect_tensor, expect_value_error
+from ..checks import (
+    DROPOUT_OFF_IN_EVAL,
+    Failed,
+    close,
+    expect,
+    expect_close,
+    expect_dropout,
+    expect_same_keys,
+    expect_tensor,
+    expect_value_error,
+)
 from ..strategies import causal, dtypes, mha_configs, randn, seeds
 from ..twins import perturb
 
 suite = Suite("block", Visibility.PUBLIC)
 BLOCK = "block.TransformerBlock"
+MHA, FFN = "attention.MultiHeadAttention", "feedforward.FeedForward"
 FORMULA = {
     "pre": "(B1) pre-norm: h = x + dropout(attn(norm1(x))); y = h + dropout(ffn(norm2(h)))",
     "post": "(B2) post-norm: h = norm1(x + dropout(attn(x))); y = norm2(h + dropout(ffn(h)))",
 }
 norms = st.sampled_from(NORMS)
+activations = st.sampled_from(ACTIVATIONS)
 d_ffs = st.integers(1, 8)
 
 
@@ -217,3 +229,120 @@ def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     expect_close(weights, expected_weights, f"weights ({what})", **tol,
                  hint=f"return the weights of self.attn, called on {'norm1(x)' if norm == 'pre' else 'x'} "
                       "with the block's mask and bias")
+
+
+_DROP_SHAPE = (4, 16, 32)  # B, T, d_model: 2048 entries per sublayer, the rate known to +-0.011 (1 sd)
+RESIDUAL_DROPOUT = {
+    "attention": "the attention sublayer's output goes through self.dropout before the residual sum",
+    "feed-forward": "the feed-forward sublayer's output goes through self.dropout before the residual sum"}
+
+
+def _constant_sublayers(state: dict[str, torch.Tensor], attn_out: float, ffn_out: float) -> dict:
+    """The block's state with out_proj and fc2 set to output constants (weights 0, biases the
+    constants): attn and ffn then return them whatever their inner dropout does."""
+    zeroed = {key: torch.zeros_like(state[key]) for key in ("attn.out_proj.weight", "ffn.fc2.weight")}
+    constants = {"attn.out_proj.bias": torch.full_like(state["attn.out_proj.bias"], attn_out),
+                 "ffn.fc2.bias": torch.full_like(state["ffn.fc2.bias"], ffn_out)}
+    return {**state, **zeroed, **constants}
+
+
+@suite.case(1, max_examples=3)
+@example(norm="pre", p=0.5, seed=0)
+@example(norm="post", p=0.5, seed=0)
+@given(norm=norms, p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
+def block_residual_dropout(student, norm, p, seed):
+    """TransformerBlock(dropout=p) is your dropout=0 block in eval mode; in train mode each sublayer's
+    output goes through the residual dropout (pre-norm: dropped with probability p, kept ones scaled by
+    1/(1-p))"""
+    B, T, d = _DROP_SHAPE
+    student.call("torch.manual_seed", seed)
+    block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(torch.float64)
+                    for rate in (p, 0.0))
+    block = perturb_own(block, seed)
+    state = block.state_dict()
+    expect_same_keys(state, dict.fromkeys(spec_keys()), "TransformerBlock.state_dict()")
+    plain.load_state_dict(state)
+    x, mask = randn(seed, B, T, d), causal(T)
+    y = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode")
+    expect_close(y, plain.eval()(x, mask=mask), f"y in eval mode with dropout={p} (compared with your "
+                 "dropout=0 block)", **EXACT._asdict(), hint=f"{DROPOUT_OFF_IN_EVAL}: {FORMULA[norm]}")
+    for name, constants in (("feed-forward", (0.0, 3.7)), ("attention", (1.0, 0.0))):
+        block.load_state_dict(_constant_sublayers(state, *constants))
+        kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
+        block.train()
+        student.call("torch.manual_seed", seed)
+        dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
+        where = f"{RESIDUAL_DROPOUT[name]}: {FORMULA[norm]}"
+        if norm == "post":  # a LayerNorm follows each sum: only whether anything is dropped shows
+            expect(not torch.allclose(dropped, kept, atol=1e-9),
+                   f"in train mode with dropout={p}, with the {name} sublayer returning a constant, y equals "
+                   f"its eval-mode value: nothing is dropped ({where})")
+            continue
+        # pre-norm: y - x is the constant sublayer's output after the residual dropout
+        expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)", where,
+                       {"the dropout is applied to the residual sum (x + sublayer) instead of to the "
+                        "sublayer's output alone": ((x + kept) / (1 - p) - x, -x)})
+
+
+_ARGS_SHAPE = (2, 6)  # B, T: a dropout of rate >= 0.3 on B * n_heads * T * T >= 72 weights always shows
+
+
+@suite.case(1, max_examples=4)
+@example(config={"d_model": 8, "n_heads": 2, "rope": True, "B": 2, "T": 4}, d_ff=6, norm="pre",
+         activation="relu", p=0.5, seed=1)
+@given(config=configs, d_ff=d_ffs, norm=norms, activation=activations, p=st.sampled_from([0.3, 0.5]),
+       seed=seeds)
+def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
+    """attn is MultiHeadAttention(d_model, n_heads, dropout, rope=rope) and ffn is FeedForward(d_model, d_ff,
+    activation=activation), the block's own arguments"""
+    d_model, n_heads, rope = config["d_model"], config["n_heads"], config["rope"]
+    student.call("torch.manual_seed", seed)
+    block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,
+                         activation=activation)
+    block = perturb_own(block.to(torch.float64), seed)
+    x = randn(seed, *_ARGS_SHAPE, d_model)
+    mask = causal(_ARGS_SHAPE[1])
+    built = f"TransformerBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}, dropout={p}, rope={rope}"
+
+    def twin(target: str, mine: Remote, *args, **kwargs) -> Remote:
+        """target(*args, **kwargs) built by the student's own code, holding `mine`'s weights."""
+        other = student.call(target, *args, **kwargs).to(torch.float64)
+        other.load_state_dict(mine.state_dict())
+        return other
+
+    def run(module: Remote, train: bool, *inputs: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        module.train(train)
+        student.call("torch.manual_seed", seed)  # both twins draw the same dropout masks
+        return module(*inputs, **kwargs)
+
+    def built_as(target: str, mine: Remote, train: bool, inputs: tuple, kwargs: dict,
+                 **variants: dict) -> str | None:
+        """The variant (of the arguments `target` is built with) whose twin gives what `mine` gives."""
+        actual = run(mine, train, *inputs, **kwargs)
+        for sentence, arguments in variants.items():
+            if close(actual, run(twin(target, mine, **arguments), train, *inputs, **kwargs), **exact):
+                return sentence
+        return None
+
+    attn, ffn = block.attribute("attn"), block.attribute("ffn")
+    expected_attn = twin(MHA, attn, d_model, n_heads, dropout=p, rope=rope)
+    exact = EXACT._asdict()
+    for train, mode in ((False, "eval"), (True, "train")):
+        wrong = {f"self.attn is built with rope={not rope}, not the block's rope={rope}":
+                 {"d_model": d_model, "n_heads": n_heads, "dropout": p, "rope": not rope}} if not train else {
+                 "self.attn is built without the block's dropout, so it drops no attention weight":
+                 {"d_model": d_model, "n_heads": n_heads, "dropout": 0.0, "rope": rope}}
+        found = built_as(MHA, attn, train, (x,), {"mask": mask}, **wrong)
+        expect_close(run(attn, train, x, mask=mask), run(expected_attn, train, x, mask=mask),
+                     f"self.attn's output in {mode} mode (same seed), {built})", **exact,
+                     hint=f"{found or 'it differs from your own MultiHeadAttention built so'}: attn must be "
+                          "MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)")
+    expected_ffn = twin(FFN, ffn, d_model, d_ff, activation=activation)
+    other = ACTIVATIONS[1 - ACTIVATIONS.index(activation)]
+    found = built_as(FFN, ffn, False, (x,), {}, **{
+        f"self.ffn uses {other!r}, not the block's activation={activation!r} (is activation passed on?)":
+        {"d_model": d_model, "d_ff": d_ff, "activation": other}})
+    expect_close(run(ffn, False, x), run(expected_ffn, False, x),
+                 f"self.ffn's output in eval mode, {built}, activation={activation!r})", **exact,
+                 hint=f"{found or 'it differs from your own FeedForward built so'}: ffn must be "
+                      "FeedForward(d_model, d_ff, dropout, activation=activation)")

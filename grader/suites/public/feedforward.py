@@ -7,9 +7,17 @@ import torch.nn.functional as F
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...spec import ACTIVATIONS, TOLERANCES, Visibility
+from ...spec import ACTIVATIONS, EXACT, TOLERANCES, Visibility
 from .. import Suite
-from ..checks import expect, expect_close, expect_same_keys, expect_tensor, expect_value_error
+from ..checks import (
+    DROPOUT_OFF_IN_EVAL,
+    expect,
+    expect_close,
+    expect_dropout,
+    expect_same_keys,
+    expect_tensor,
+    expect_value_error,
+)
 from ..strategies import batch_dims, dtypes, randn, seeds
 
 suite = Suite("feedforward", Visibility.PUBLIC)
@@ -94,3 +102,34 @@ def ffn_matches_definition(student, d_model, d_ff, B, activation, seed):
                  **TOLERANCES[torch.float64]._asdict(),
                  hint=f"{F1}, act being {'the exact GELU (erf form)' if activation == 'gelu' else 'ReLU'} "
                       "here: look at which activation is applied, and where")
+
+
+@suite.case(1, max_examples=3)
+@example(p=0.5, seed=0)
+@given(p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
+def ffn_dropout(student, p, seed):
+    """FeedForward(dropout=p) is your dropout=0 module in eval mode; in train mode it drops each entry of
+    act(fc1(x)) with probability p and scales the kept ones by 1/(1-p), before fc2 (float64, gelu)"""
+    d, shape = 32, (4, 16)  # 2048 entries: the rate is known to about +-0.011 (1 sd)
+    ffn, plain = (student.call(FFN, d, d, dropout=rate).to(torch.float64) for rate in (p, 0.0))
+    state = ffn.state_dict()
+    expect_same_keys(state, _spec_state(d, d), "FeedForward.state_dict()")
+    # fc2 = the identity plus a bias c: y - c = dropout(act(fc1(x))), whatever happens inside
+    c = 1.0 + randn(seed + 2, d).abs()
+    state = {"fc1.weight": randn(seed, d, d) / d ** 0.5, "fc1.bias": randn(seed + 1, d),
+             "fc2.weight": torch.eye(d, dtype=torch.float64), "fc2.bias": c}
+    ffn.load_state_dict(state)
+    plain.load_state_dict(state)
+    x = randn(seed + 3, *shape, d)
+    y = expect_tensor(ffn.eval()(x), x.shape, "forward(x) in eval mode")
+    expect_close(y, plain.eval()(x), f"forward(x) in eval mode with dropout={p} (compared with your "
+                 "dropout=0 module)", **EXACT._asdict(), hint=DROPOUT_OFF_IN_EVAL)
+    ffn.train()
+    student.call("torch.manual_seed", seed)
+    dropped = expect_tensor(ffn(x), x.shape, "forward(x) in train mode") - c
+    h = F.linear(x, state["fc1.weight"], state["fc1.bias"])
+    expect_dropout(dropped, y - c, p, "act(fc1(x)) (seen through fc2 = identity)",
+                   f"the dropout acts between the activation and fc2: {F1}",
+                   {"the dropout is applied to fc2's output instead of to act(fc1(x))": (y / (1 - p) - c, -c),
+                    "the dropout is applied to fc1's output, before the activation": (F.gelu(h / (1 - p)),
+                                                                                       torch.zeros_like(h))})

@@ -5,6 +5,8 @@ Every model here is built from torch's own layers (the worker's fixtures), never
 student's other files, so this component is graded on its own. The judge builds a twin of each
 fixture model and loads the same parameters into both; float64 throughout.
 """
+import math
+
 import torch
 import torch.nn.functional as F
 from hypothesis import example, given
@@ -14,7 +16,7 @@ from torch import nn
 from ...spec import IGNORE_INDEX, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_number
+from ..checks import Failed, expect, expect_close, expect_number, telling
 from ..twins import load_twin, perturb
 
 suite = Suite("trainer", Visibility.PUBLIC)
@@ -110,6 +112,63 @@ def describe(config: dict) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in config.items())
 
 
+def schedule_at(config: dict, step: int, *, shift: int = 1, late: bool = False, clamp: bool = True,
+                cut: bool = False, start: int | None = None, span: int | None = None,
+                shape: str = "cosine") -> float:
+    """(T1) at `step`, written out here; each keyword makes one classic mistake: shift=0 (warmup
+    max_lr * step / warmup_steps), late (max_lr * (step + 1) / (warmup_steps + 1)), clamp=False, cut
+    (the cosine falls to 0 and is cut off at min_lr), start and span (where the progress counts from,
+    and over how many steps), shape (how the rate falls with the progress)."""
+    max_lr, warmup, total, min_lr = (config[k] for k in ("max_lr", "warmup_steps", "total_steps", "min_lr"))
+    if step < warmup:
+        return max_lr * (step + shift) / (warmup + late)
+    p = (step - (warmup if start is None else start)) / (span or max(1, total - warmup))
+    if clamp:
+        p = min(max(p, 0.0), 1.0)
+    coeff = {"cosine": 0.5 * (1 + math.cos(math.pi * p)), "linear": 1 - p,
+             "quarter": math.cos(0.5 * math.pi * p)}[shape]
+    if cut:
+        return max(min_lr, coeff * max_lr)
+    return min_lr + coeff * (max_lr - min_lr)
+
+
+def schedule_variants(config: dict, steps: range) -> dict[str, torch.Tensor]:
+    """What classic mistakes in (T1) return at these steps (computed here, for the diagnoses)."""
+    total, warmup = config["total_steps"], config["warmup_steps"]
+
+    def at(changed: dict | None = None, **kw: object) -> torch.Tensor:
+        return torch.tensor([schedule_at({**config, **(changed or {})}, s, **kw) for s in steps],
+                            dtype=torch.float64)
+
+    return {
+        "the warmup is off by one (max_lr * step / warmup_steps: step 0 gets 0 and the peak comes one step "
+        "late)": at(shift=0),
+        "the warmup reaches its peak one step late (max_lr * (step + 1) / (warmup_steps + 1))": at(late=True),
+        "the cosine progress is not clamped (past total_steps the rate rises again)": at(clamp=False),
+        "the cosine decays to 0 instead of to min_lr": at({"min_lr": 0.0}),
+        "the cosine falls from max_lr to 0 and is cut off at min_lr, instead of falling to min_lr":
+            at(cut=True),
+        "the cosine progress is counted from step 0 instead of from warmup_steps":
+            at(start=0, span=max(1, total)),
+        "the cosine progress is divided by total_steps instead of total_steps - warmup_steps":
+            at(span=max(1, total)),
+        "the cosine progress starts one step early (step - warmup_steps + 1)": at(start=warmup - 1),
+        "the rate decays linearly after the warmup instead of along the cosine "
+        "min_lr + (max_lr - min_lr) (1 + cos(pi p)) / 2": at(shape="linear"),
+        "the rate follows a quarter cosine cos(pi p / 2) instead of (1 + cos(pi p)) / 2": at(shape="quarter"),
+    }
+
+
+def degenerate_schedule(config: dict, **_: object) -> bool:
+    """A schedule where warmup and decay mistakes look alike or divide by zero."""
+    return config["total_steps"] <= config["warmup_steps"] + 1 or config["warmup_steps"] <= 1
+
+
+def typical_schedule(config: dict, **others: object) -> dict:
+    """The same rates over a long warmup and decay."""
+    return {**others, "config": {**config, "warmup_steps": 4, "total_steps": 20}}
+
+
 SHORT_SCHEDULES = [{"max_lr": 1.0, "warmup_steps": 3, "total_steps": 3, "min_lr": 0.1},
                    {"max_lr": 0.1, "warmup_steps": 4, "total_steps": 2, "min_lr": 0.0},
                    {"max_lr": 2.5, "warmup_steps": 0, "total_steps": 0, "min_lr": 0.5}]
@@ -122,6 +181,7 @@ from the step after the warmup on."""
 @example(config=SHORT_SCHEDULES[1])
 @example(config=SHORT_SCHEDULES[2])
 @given(config=schedules())
+@telling(degenerate_schedule, typical_schedule)
 def lr_schedule_properties(student, config):
     """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there, also
     when total_steps <= warmup_steps"""
@@ -131,13 +191,14 @@ def lr_schedule_properties(student, config):
     call = f"lr_schedule(step, {describe(config)})"
     tol = 1e-6 * max_lr  # float32 arithmetic inside lr_schedule is fine
     if warmup > 0:
+        late = (f": your warmup reaches its peak one step late (max_lr at step {warmup}, not {warmup - 1})"
+                if abs(lrs[warmup] - max_lr) <= tol < abs(lrs[warmup - 1] - max_lr) else "")
         expect(lrs[0] > tol, f"{call} is {lrs[0]:.4g} at step 0: the first step must already train "
                              "(warmup gives max_lr * (step + 1) / warmup_steps, "
-                             "not max_lr * step / warmup_steps)")
+                             f"not max_lr * step / warmup_steps){late}")
         expect(abs(lrs[warmup - 1] - max_lr) <= tol,
                f"{call} is {lrs[warmup - 1]:.6g} at step {warmup - 1}, the last warmup step; "
-               f"expected max_lr={max_lr:g} "
-               "(warmup must end at exactly max_lr: is the warmup off by one?)")
+               f"expected max_lr={max_lr:g} (warmup must end at exactly max_lr){late}")
         for s in range(1, warmup):
             expect(abs(lrs[s] - lrs[0] * (s + 1)) <= tol,
                    f"{call} is {lrs[s]:.6g} at step {s} and {lrs[0]:.6g} at step 0: "
@@ -159,6 +220,31 @@ def lr_schedule_properties(student, config):
         expect(lrs[s + 1] <= lrs[s] + tol,
                f"{call} rises from {lrs[s]:.6g} at step {s} to {lrs[s + 1]:.6g} at step "
                f"{s + 1}: after the warmup it must only decrease")
+
+
+@st.composite
+def long_schedules(draw: st.DrawFn) -> dict:
+    """A schedule with a long decay (10 to 60 steps after a warmup of 1 to 10), where its shape shows."""
+    max_lr = draw(st.sampled_from([1.0, 3e-4, 0.1, 6e-4, 2.5]))
+    warmup = draw(st.integers(1, 10))
+    return {"max_lr": max_lr, "warmup_steps": warmup, "total_steps": warmup + draw(st.integers(10, 60)),
+            "min_lr": max_lr * draw(st.sampled_from([0.0, 0.1, 0.5]))}
+
+
+@suite.case(1, max_examples=6)
+@given(config=long_schedules())
+def lr_schedule_matches_definition(student, config):
+    """lr_schedule follows (T1), computed here, at every step of a long schedule: the warmup, the cosine's
+    shape down to min_lr, and after total_steps"""
+    steps = range(config["total_steps"] + 5)
+    actual = torch.tensor([student_lr(student, s, config) for s in steps], dtype=torch.float64)
+    expected = torch.tensor([schedule_at(config, s) for s in steps], dtype=torch.float64)
+    what = f"[lr_schedule(step, {describe(config)}) for step in range({len(steps)})]"
+    expect_close(actual, expected, what, atol=1e-9 * config["max_lr"], rtol=1e-6,
+                 diagnoses=lambda: schedule_variants(config, steps),
+                 hint="the index is the step: warmup is max_lr * (step + 1) / warmup_steps, then (T1)'s "
+                      "cosine min_lr + (max_lr - min_lr) (1 + cos(pi p)) / 2 with "
+                      "p = (step - warmup_steps) / (total_steps - warmup_steps), clamped to [0, 1]")
 
 
 # ---------------------------------------------------------------------------- param_groups (T2)
@@ -295,17 +381,19 @@ def train_contract(student):
     _check_leaves_eval_mode(student, seed)
 
 
-def adamw_steps(local: nn.Module, batches: list, lrs: list[float], *, weight_decay: float, grad_clip: float,
-                betas: tuple[float, float], eps: float = 1e-8) -> None:
+def adamw_steps(local: nn.Module, batches: list, lrs: list[float], *, weight_decay: float,
+                grad_clip: float | None, betas: tuple[float, float], eps: float = 1e-8) -> None:
     """(T3) on `local`, one step per lr: fresh gradients of the loss over y != -100, global grad-norm
-    clipping, then AdamW (torch's update, eps its default) with (T2)'s weight decay. Written out
-    rather than torch.optim.AdamW, whose first use imports torch._dynamo: seconds of `grader check`."""
+    clipping (none when grad_clip is None), then AdamW (torch's update, eps its default) with (T2)'s
+    weight decay. Written out rather than torch.optim.AdamW, whose first use imports torch._dynamo:
+    seconds of `grader check`."""
     params = list(local.parameters())
     m, v = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
     for t, ((x, y), lr) in enumerate(zip(batches, lrs, strict=False), start=1):
         local.zero_grad()
         masked_cross_entropy(local(x), y).backward()
-        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
         with torch.no_grad():
             for p, m_p, v_p in zip(params, m, v, strict=True):
                 m_p.lerp_(p.grad, 1 - betas[0])
@@ -342,6 +430,35 @@ def train_follows_adamw(student):
         for key, expected in local.state_dict().items():
             expect_close(trained.get(key), expected, f"parameter {names[key]} after {call}", **tol,
                          hint=FIRST_STEP if steps == 1 else LATER_STEPS)
+
+
+@suite.case(1, timeout=30)
+def train_clips_only_when_asked(student):
+    """train with grad_clip=None does not clip, and with grad_clip=8 clips the global gradient norm at 8,
+    not at a default"""
+    layers, seed, V = fixture_layers(7, 6, hidden=5), 9, 7
+    batches = make_batches(seed, 2, V)
+    kwargs = {"steps": 2, "max_lr": 0.05, "warmup_steps": 0, "min_lr": 0.005, "weight_decay": 0.1,
+              "betas": (0.8, 0.9)}
+    for grad_clip in (None, 8.0):
+        remote, local = twin_models(student, layers, seed)
+        with torch.no_grad():  # logits 10 times larger: gradient norms well above 1 and 8
+            local[-1].weight.mul_(10.0)
+        remote.load_state_dict(local.state_dict())
+        result = student.call("trainer.train", remote, batches, grad_clip=grad_clip, **kwargs)
+        history = read_history(result, 2)
+        schedule = {k: kwargs[k] for k in ("max_lr", "warmup_steps", "min_lr")} | {"total_steps": 2}
+        lrs = [student_lr(student, s, schedule) for s in range(2)]
+        adamw_steps(local, batches, lrs, grad_clip=grad_clip,
+                    **{k: kwargs[k] for k in ("weight_decay", "betas")})
+        norms = ", ".join(f"{n:.3g}" for n in history["grad_norm"].tolist())
+        names, trained = _parameter_names(layers, local), float64_state(remote)
+        for key, expected in local.state_dict().items():
+            expect_close(trained.get(key), expected, f"parameter {names[key]} after 2 steps of train(..., "
+                         f"grad_clip={grad_clip}) (your gradient norms: {norms})",
+                         **TOLERANCES[torch.float64]._asdict(),
+                         hint="grad_clip=None means no clipping at all; a number means clipping the global "
+                              "gradient norm at that number (clip_grad_norm_(params, grad_clip))")
 
 
 def _check_leaves_eval_mode(student: Student, seed: int) -> None:
