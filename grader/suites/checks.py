@@ -153,15 +153,32 @@ def expect_close(actual: object, expected: torch.Tensor, what: str, *, atol: flo
                      or _unexplained(actual, expected, what, hint))
 
 
+Moves = Callable[[torch.Tensor], bool]
+"""Whether the student's output changes when the entries of an input marked True move: it tells a
+cut graph (it does change) from a formula that ignores them (it does not)."""
+
+
+def _no_gradient(moves: Moves | None, entries: torch.Tensor) -> str:
+    """Why no gradient reaches these entries, said only as far as `moves` confirms it."""
+    if moves is None:
+        return ""
+    if moves(entries):
+        return f": your output changes when they move, so the graph is cut there ({GRAPH_CUT})"
+    return (": your output does not change when they move either, so the forward formula itself ignores "
+            "them (the value tests say how)")
+
+
 def expect_grad_close(actual: object, expected: torch.Tensor, what: str, *,
                       tolerance: Tolerance = GRADIENT_TOLERANCE, hint: str = "",
-                      diagnoses: Diagnoses | None = None) -> None:
+                      diagnoses: Diagnoses | None = None, moves: Moves | None = None) -> None:
     """A float64 gradient ≈ expected (as expect_close with float64=True); a miss that no diagnosis
     explains says which of three things happened: no gradient (None, or 0 where the expected one
-    is not: the graph is cut, or the formula ignores the input), a float32-rounding-sized
-    difference, or another difference (the hint)."""
-    expect(actual is not None,
-           f"{what} is missing: no gradient reaches it. Is the graph cut ({GRAPH_CUT}), or is it unused?")
+    is not), a float32-rounding-sized difference, or another difference (the hint). For no
+    gradient, `moves` (when given) says whether the output depends on those entries: a cut graph
+    is named only when it does."""
+    if actual is None:
+        raise Failed(f"{what} is missing: no gradient reaches it"
+                     + _no_gradient(moves, torch.ones(expected.shape, dtype=torch.bool)))
     actual = expect_tensor(actual, expected.shape, what)
     expect_finite(actual, what)
     atol, rtol = tolerance
@@ -173,10 +190,10 @@ def expect_grad_close(actual: object, expected: torch.Tensor, what: str, *,
     cut = (actual == 0) & ((actual.to(torch.float64) - expected).abs() > atol + rtol * expected.abs())
     if cut.any():
         index = tuple(cut.nonzero()[0].tolist())
+        said = _no_gradient(moves, cut)
         raise Failed(f"{what} is 0 at index {index} where {expected[index].item():.3g} is expected "
-                     f"({int(cut.sum())} of {actual.numel()} entries): no gradient reaches them. Is the "
-                     f"graph cut there ({GRAPH_CUT}), or does the output not depend on them (a formula the "
-                     "value tests would reject)?")
+                     f"({int(cut.sum())} of {actual.numel()} entries): no gradient reaches them"
+                     + (said or (f" — {hint}" if hint else "")))
     raise Failed(_unexplained(actual, expected, what, hint))
 
 

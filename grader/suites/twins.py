@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..student import Remote, Student
-from .checks import expect_same_keys
+from .checks import Moves, expect_same_keys
 from .strategies import randn
 
 PERTURBATION = 0.3
@@ -73,3 +73,44 @@ def reference_grads(module: nn.Module, inputs: list[torch.Tensor], grad_output: 
     out = out[0] if isinstance(out, tuple) else out
     out.backward(grad_output)
     return [x.grad for x in inputs], {n: p.grad for n, p in module.named_parameters()}
+
+
+MOVE = 1e-3
+"""How far moves_input / moves_parameter move the entries: float64 outputs that depend on them change
+by far more than rounding (1e-12)."""
+
+
+def _first(result: Any) -> torch.Tensor:
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def _changed(before: Any, after: Any) -> bool:
+    before, after = _first(before), _first(after)
+    tensors = isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)
+    if not (tensors and before.shape == after.shape):
+        return True
+    return bool(((after.to(torch.float64) - before.to(torch.float64)).abs() > 1e-12).any())
+
+
+def moves_input(call: Callable[[list], Any], args: list, index: int) -> Moves:
+    """expect_grad_close's `moves` for args[index]: whether call(args)'s (first) output changes when
+    the marked entries of args[index] move."""
+    def moves(entries: torch.Tensor) -> bool:
+        moved = list(args)
+        moved[index] = args[index] + MOVE * entries.to(args[index].dtype)
+        return _changed(call(args), call(moved))
+    return moves
+
+
+def moves_parameter(module: Remote, args: list, kwargs: dict, name: str) -> Moves:
+    """expect_grad_close's `moves` for parameter `name` of the student's module: whether
+    module(*args, **kwargs)'s (first) output changes when its marked entries move."""
+    def moves(entries: torch.Tensor) -> bool:
+        value = module.state_dict()[name]
+        before = module(*args, **kwargs)
+        module.method("load_state_dict", {name: value + MOVE * entries.to(value.dtype)}, strict=False)
+        try:
+            return _changed(before, module(*args, **kwargs))
+        finally:
+            module.method("load_state_dict", {name: value}, strict=False)
+    return moves

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect_close, expect_tensor
-from ..public.analysis import LM, expect_no_graph, lm_configs, own_weights, periods, tokens
+from ..public.analysis import LM, expect_no_graph, lm_configs, own_weights, past_positional, periods, tokens
 from ..public.block import perturb_own
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..strategies import causal as causal_mask
@@ -127,6 +127,7 @@ def stripe_scores_match_reference(student, lead, shape, seed, dtype, causal):
                            "max_len": 6, "dropout": 0.5, "norm": "pre", "pos_encoding": "sinusoidal"},
                  "B": 2, "T": 5}, seed=1)
 @given(config=lm_configs(), seed=seeds)
+@past_positional
 def attention_maps_matches_model(student, config, seed):
     """attention_maps of a TinyTransformerLM (its parameters perturbed) are its own eval-mode weights, in any
     mode, without grad"""

@@ -13,7 +13,7 @@ from .. import Suite
 from ..checks import close, expect, expect_close, expect_grad_close, expect_tensor
 from ..public.attention import MHA, SDPA, qkv
 from ..strategies import attention_shapes, causal, dtypes, mha_configs, randn, random_mask, seeds
-from ..twins import reference_grads, student_twin, twins
+from ..twins import moves_input, moves_parameter, reference_grads, student_twin, twins
 from .reference import ref
 
 suite = Suite("attention", Visibility.HIDDEN)
@@ -83,8 +83,10 @@ def sdpa_gradients(student, shape, seed, masked):
     inputs = [t.clone().requires_grad_(True) for t in (q, k, v, bias)]
     out, _ = ref.attention.scaled_dot_product_attention(inputs[0], inputs[1], inputs[2], mask, inputs[3])
     out.backward(grad_out)
+    args = [q, k, v, mask, bias]
     for index, name, x in zip((0, 1, 2, 4), ("q", "k", "v", "bias"), inputs, strict=True):
-        expect_grad_close(grads.get(index), x.grad, f"d(out)/d({name})")
+        expect_grad_close(grads.get(index), x.grad, f"d(out)/d({name})",
+                          moves=moves_input(lambda a: student.call(SDPA, *a), args, index))
 
 
 def _mha_inputs(config: dict, seed: int, dtype: torch.dtype, masked: bool) -> tuple:
@@ -174,9 +176,12 @@ def mha_gradients(student, config, seed):
     grad_y = randn(seed + 2, *x.shape)
     _, grads, param_grads = mha.grad([x], {"mask": mask, "bias": bias}, grad_outputs=[grad_y], wrt=(0,))
     expected_inputs, expected_params = reference_grads(reference, [x], grad_y, mask=mask, bias=bias)
-    expect_grad_close(grads.get(0), expected_inputs[0], "d(y)/d(x)")
+    kwargs = {"mask": mask, "bias": bias}
+    expect_grad_close(grads.get(0), expected_inputs[0], "d(y)/d(x)",
+                      moves=moves_input(lambda a: mha(*a, **kwargs), [x], 0))
     for name, expected in expected_params.items():
-        expect_grad_close(param_grads.get(name), expected, f"d(y)/d({name})")
+        expect_grad_close(param_grads.get(name), expected, f"d(y)/d({name})",
+                          moves=moves_parameter(mha, [x], kwargs, name))
 
 
 def _weights_after_dropout(weights: torch.Tensor, expected: torch.Tensor, p: float) -> bool:

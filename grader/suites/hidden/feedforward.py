@@ -11,7 +11,7 @@ from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_grad_close, expect_tensor
 from ..public.feedforward import F1, FFN, activations, widths
 from ..strategies import batch_dims, dtypes, randn, seeds
-from ..twins import reference_grads, reference_module, student_twin, twins
+from ..twins import moves_input, moves_parameter, reference_grads, reference_module, student_twin, twins
 from .reference import ref
 
 suite = Suite("feedforward", Visibility.HIDDEN)
@@ -74,9 +74,11 @@ def ffn_gradients(student, d_model, d_ff, lead, T, activation, seed):
     _, grads, param_grads = ffn.grad([x], grad_outputs=[grad_y], wrt=(0,))
     expected_inputs, expected_params = reference_grads(reference, [x], grad_y)
     hint = f"the gradients follow from {F1} with act = {'exact GELU' if activation == 'gelu' else 'ReLU'}"
-    expect_grad_close(grads.get(0), expected_inputs[0], "d(y)/d(x)", hint=hint)
+    expect_grad_close(grads.get(0), expected_inputs[0], "d(y)/d(x)", hint=hint,
+                      moves=moves_input(lambda a: ffn(*a), [x], 0))
     for name, expected in expected_params.items():
-        expect_grad_close(param_grads.get(name), expected, f"d(y)/d({name})", hint=hint)
+        expect_grad_close(param_grads.get(name), expected, f"d(y)/d({name})", hint=hint,
+                          moves=moves_parameter(ffn, [x], {}, name))
 
 
 def _ffn_pair(student: Student, d_model: int, d_ff: int, p: float, seed: int,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ...spec import Tolerance, Visibility
 from .. import Suite
-from ..checks import expect_close
+from ..checks import expect_close, telling
 from ..public.positional import (
     BIAS,
     ROPE,
@@ -26,8 +26,10 @@ from ..public.positional import (
     distances,
     even_dims,
     geometric_slopes,
+    narrow,
     rope_dims,
     shown,
+    wider,
 )
 from ..strategies import batch_dims, dtypes, randn, seeds
 from .reference import ref
@@ -48,6 +50,13 @@ def _rope_inputs(draw: st.DrawFn) -> dict:
 
 def _w(d: int, base: float | None) -> torch.Tensor:
     return (10000.0 if base is None else base) ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def _fairseq_w(d: int, base: float | None) -> torch.Tensor:
+    """fairseq's frequencies, base ** (-j / (d/2 - 1)) (d > 2)."""
+    half = d // 2
+    j = torch.arange(half, dtype=torch.float64)
+    return (10000.0 if base is None else base) ** (-j / max(1, half - 1))
 
 
 def _frequency_mistakes(d: int, base: float | None) -> dict[str, torch.Tensor]:
@@ -116,6 +125,7 @@ def _slope_mistakes(n: int, expected: torch.Tensor) -> dict[str, torch.Tensor]:
 
 @suite.case(2)
 @given(n=st.integers(1, 128), d=even_dims, base=bases)
+@telling(narrow, wider)
 def sinusoidal_matches_reference(student, n, d, base):
     """sinusoidal_encoding matches (P1) for random n <= 128, d_model and base"""
     call = f"sinusoidal_encoding({n}, {d}{shown(base)})"
@@ -129,6 +139,9 @@ def sinusoidal_matches_reference(student, n, d, base):
                 _table(i, w, swap=True),
             "the table is laid out as [sin | cos] halves (as fairseq and tensor2tensor do) instead of "
             "interleaved columns 2j (sin) and 2j+1 (cos)": _table(i, w, halves=True),
+            "the table is fairseq's: [sin | cos] halves instead of interleaved columns 2j (sin) and "
+            "2j+1 (cos), and frequencies base ** (-j / (d/2 - 1)) instead of base ** (-2j / d_model)":
+                _table(i, _fairseq_w(d, base), halves=True),
             "the positions start at 1 instead of 0 (row i is position i)": _table(i + 1, w),
             **{sentence: _table(i, wrong) for sentence, wrong in _frequency_mistakes(d, base).items()},
         }

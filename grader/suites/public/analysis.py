@@ -4,6 +4,9 @@ on weights whose statistics are known, and attention_maps' contract.
 attention_maps runs the student's own TinyTransformerLM: it is compared with that model's own
 weights, so a mistake inside the model costs the model's tests, not these.
 """
+import functools
+from collections.abc import Callable
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -42,6 +45,23 @@ def lm_configs(draw: st.DrawFn) -> dict:
                   "pos_encoding": draw(st.sampled_from(POS_ENCODINGS))},
         "B": draw(st.integers(1, 3)), "T": draw(st.integers(2, max_len)),
     }
+
+
+def past_positional(body: Callable) -> Callable:
+    """Decorate a case that runs the student's TinyTransformerLM (its config drawn by lm_configs):
+    when the student's positional.py raises on this draw (a width its sinusoidal table cannot
+    handle, say), run it again with pos_encoding="none", which calls no positional function. The
+    maps' contract is the same with any encoding, and the positional tests charge the crash."""
+    @functools.wraps(body)
+    def run(student: object, config: dict, **kwargs: object) -> object:
+        try:
+            return body(student, config=config, **kwargs)
+        except StudentError as error:
+            if error.file != "positional.py" or config["model"]["pos_encoding"] == "none":
+                raise
+        without = {**config, "model": {**config["model"], "pos_encoding": "none"}}
+        return body(student, config=without, **kwargs)
+    return run
 
 
 def tokens(seed: int, vocab_size: int, B: int, T: int) -> torch.Tensor:
@@ -171,6 +191,7 @@ def expect_no_graph(student, model, idx: torch.Tensor, maps: torch.Tensor) -> No
 
 @suite.case(1, timeout=20, max_examples=6)
 @given(config=lm_configs(), seed=seeds)
+@past_positional
 def attention_maps_contract(student, config, seed):
     """attention_maps gives (n_layers, B, n_heads, T, T): the model's own eval-mode weights, even from train
     mode, without grad"""

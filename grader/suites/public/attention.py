@@ -147,8 +147,26 @@ def sdpa_rows_are_distributions(student, shape, seed):
     row = worst % shape["n_q"]
     expect(bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-6)),
            f"weights rows must sum to 1 over allowed keys; row {row} sums to "
-           f"{sums.flatten()[worst].item():.4g} (softmax over the key axis, dim=-1?); "
+           f"{sums.flatten()[worst].item():.4g}{_why_rows_do_not_sum_to_one(weights, q, k, mask)}; "
            f"mask:\n{mask.int().tolist()}")
+
+
+def _why_rows_do_not_sum_to_one(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                                mask: torch.Tensor) -> str:
+    """The cause of rows that do not sum to 1, when the weights match it: a softmax over the query
+    axis, or the mask applied after the softmax (the kept weights not renormalised); else ""."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    over_queries = scores.masked_fill(~mask, float("-inf")).softmax(dim=-2).nan_to_num(0.0)
+    masked_after = scores.softmax(dim=-1).masked_fill(~mask, 0.0)
+    tol = TOLERANCES[torch.float64]._asdict()
+    if torch.allclose(weights, over_queries, **tol):
+        return (": your weights are a softmax over the query axis (dim=-2, the columns sum to 1): take it "
+                "over the key axis (dim=-1)")
+    if torch.allclose(weights, masked_after, **tol):
+        return (": your weights are the softmax over every key with the masked ones zeroed afterwards, so "
+                "the allowed ones no longer sum to 1: mask the scores (-inf or a large negative number) "
+                "before the softmax")
+    return ""
 
 
 @suite.case(2)
