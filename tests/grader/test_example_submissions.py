@@ -62,6 +62,13 @@ def twin(ref_cls, sub_cls, *args, **kwargs):
     return ref.eval(), sub.eval()
 
 
+def same_seed(module, *args, **kwargs):
+    """module(*args, **kwargs) right after seeding: two modules that drop the same tensors in the same
+    order (nn.Dropout, as the contract places it) drop the same entries."""
+    torch.manual_seed(9)
+    return module(*args, **kwargs)
+
+
 def rand(*shape, requires_grad=False):
     return torch.randn(*shape, dtype=torch.float64, requires_grad=requires_grad)
 
@@ -102,6 +109,8 @@ def check_attention(sub, ref):
     _, w_ref = r(x := rand(2, T, 16), causal, return_weights=True)
     _, w_sub = s.train()(x, causal, return_weights=True)
     close(w_sub, w_ref)  # weights are taken before dropout
+    close(s.eval()(x, causal), r.eval()(x, causal))  # dropout is off in eval mode
+    close(same_seed(s.train(), x, causal), same_seed(r.train(), x, causal))  # and where (A1) puts it
     expect_value_error(sub.attention.MultiHeadAttention, 10, 4)
     expect_value_error(sub.attention.MultiHeadAttention, 12, 4, rope=True)
 
@@ -134,6 +143,10 @@ def check_feedforward(sub, ref):
         for shape in [(2, 3, 8), (5, 8)]:
             x = 2 * rand(*shape)
             close(s(x), r(x))
+    r, s = twin(ref.feedforward.FeedForward, sub.feedforward.FeedForward, 8, 32, dropout=0.3)
+    x = rand(4, 5, 8)
+    close(s.eval()(x), r.eval()(x))
+    close(same_seed(s.train(), x), same_seed(r.train(), x))
     expect_value_error(sub.feedforward.FeedForward, 8, 32, activation="swish")
 
 
@@ -146,6 +159,12 @@ def check_block(sub, ref):
         close(s(x, causal, return_weights=True), r(x, causal, return_weights=True))
         b = rand(4, T, T)
         close(s(x, mask=causal, bias=b), r(x, mask=causal, bias=b))
+    for norm in ("pre", "post"):
+        r, s = twin(ref.block.TransformerBlock, sub.block.TransformerBlock, 16, 4, 32, dropout=0.3, norm=norm,
+                    rope=True, activation="relu")
+        x = rand(2, T, 16)
+        close(s.eval()(x, causal), r.eval()(x, causal))
+        close(same_seed(s.train(), x, causal), same_seed(r.train(), x, causal))
     expect_value_error(sub.block.TransformerBlock, 16, 4, 32, norm="sandwich")
 
 
@@ -180,7 +199,7 @@ def _batches(n_batches=4, seed=5):
 
 def check_trainer(sub, ref):
     tr_s, tr_r = sub.trainer, ref.trainer
-    for warmup, total, min_lr in [(0, 10, 0.0), (3, 10, 1e-4), (5, 5, 0.0), (4, 20, 2e-4)]:
+    for warmup, total, min_lr in [(0, 10, 0.0), (3, 10, 1e-4), (5, 5, 0.0), (4, 20, 2e-4), (6, 60, 1e-3)]:
         for step in range(total + 6):
             kw = dict(max_lr=1e-2, warmup_steps=warmup, total_steps=total, min_lr=min_lr)
             assert tr_s.lr_schedule(step, **kw) == pytest.approx(tr_r.lr_schedule(step, **kw), abs=1e-12)
@@ -189,11 +208,16 @@ def check_trainer(sub, ref):
     assert [g["weight_decay"] for g in groups_s] == [g["weight_decay"] for g in groups_r]
     assert ([{id(p) for p in g["params"]} for g in groups_s]
             == [{id(p) for p in g["params"]} for g in groups_r])
-    for kw in [dict(warmup_steps=2, grad_clip=0.05, min_lr=1e-4), dict(grad_clip=None, weight_decay=0.5)]:
+    # sharp: lm_head's weights times 30 give gradient norms well above 5 (clipping shows)
+    for kw, sharp in [(dict(warmup_steps=2, grad_clip=0.05, min_lr=1e-4), 1.0),
+                      (dict(grad_clip=None, weight_decay=0.5), 1.0),
+                      (dict(grad_clip=None), 30.0), (dict(grad_clip=5.0), 30.0)]:
         models = []
         for impl in (sub, ref):
             torch.manual_seed(4)
             lm = ref.model.TinyTransformerLM(11, d_model=16, d_ff=32, max_len=12).double()
+            with torch.no_grad():
+                lm.lm_head.weight.mul_(sharp)
             history = impl.trainer.train(lm, iter(_batches()), steps=4, max_lr=1e-2, **kw)
             assert not lm.training
             models.append((lm, history))
