@@ -15,7 +15,14 @@ from grader.results import Result
 from grader.sandbox.client import Sandbox
 from grader.spec import COMPONENTS, GRADIENT_TOLERANCE, Status
 from grader.suites import all_cases
-from grader.suites.checks import Failed, expect_close, expect_grad_close, expect_tensor
+from grader.suites.checks import (
+    Failed,
+    expect_close,
+    expect_dropout,
+    expect_grad_close,
+    expect_tensor,
+    telling,
+)
 from helpers import ROOT, load_bugs
 
 CUT = ".detach()"
@@ -81,15 +88,58 @@ def test_gradient_messages_tell_rounding_from_a_cut_graph():
     cut = expected.clone()
     cut[1, 3:] = 0.0
     message = failure(expect_grad_close, cut, expected, "d(y)/d(x)", hint=hint)
-    assert "is 0 at index (1, 3)" in message and "2 of 10 entries" in message and CUT in message
-    assert "or does the output not depend on them" in message  # a wrong formula can be constant too
-    assert FLOAT32 not in message
-    message = failure(expect_grad_close, None, expected, "d(y)/d(x)", hint=hint)
+    assert "is 0 at index (1, 3)" in message and "2 of 10 entries" in message and FLOAT32 not in message
+    assert CUT not in message  # nothing confirms a cut graph: a wrong formula can be constant too
+    marked = []
+    message = failure(expect_grad_close, cut, expected, "d(y)/d(x)", hint=hint,
+                      moves=lambda entries: marked.append(entries) or True)
+    assert CUT in message and marked[0].nonzero().tolist() == [[1, 3], [1, 4]]
+    message = failure(expect_grad_close, cut, expected, "d(y)/d(x)", moves=lambda entries: False)
+    assert CUT not in message and "does not change when they move" in message
+    assert CUT not in failure(expect_grad_close, None, expected, "d(y)/d(x)", hint=hint)
+    message = failure(expect_grad_close, None, expected, "d(y)/d(x)", moves=lambda entries: True)
     assert "missing" in message and CUT in message
     for wrong in (expected * 1.5, expected * (1 + 4e-5)):  # 4e-5: GELU's tanh approximation, not rounding
         message = failure(expect_grad_close, wrong, expected, "d(y)/d(x)", hint=hint)
         assert message.endswith(hint) and CUT not in message and FLOAT32 not in message
     expect_grad_close(expected + 1e-12, expected, "d(y)/d(x)", tolerance=GRADIENT_TOLERANCE)
+
+
+def test_dropout_readings_are_named_only_when_they_fit():
+    kept = torch.linspace(0.5, 2.0, 2000, dtype=torch.float64).reshape(40, 50)
+    drop = torch.rand(kept.shape, generator=torch.Generator().manual_seed(0)) < 0.3
+    where = "between act and fc2"
+    expect_dropout(torch.where(drop, 0.0, kept / 0.7), kept, 0.3, "h", where)
+    message = failure(expect_dropout, kept.clone(), kept, 0.3, "h", where)
+    assert "nothing is dropped" in message and where in message
+    message = failure(expect_dropout, torch.where(drop, 0.0, kept), kept, 0.3, "h", where)
+    assert "not scaled by 1/(1-p)" in message
+    message = failure(expect_dropout, torch.where(drop, 0.0, kept / 0.9), kept, 0.3, "h", where)
+    assert "1/(1-0.1)" in message
+    c = 1.5
+    after_bias = torch.where(drop, 0.0, (kept + c) / 0.7) - c
+    message = failure(expect_dropout, after_bias, kept, 0.3, "h", where,
+                      {"the dropout comes after the bias": ((kept + c) / 0.7 - c, torch.full_like(kept, -c))})
+    assert "matches what you get when the dropout comes after the bias" in message
+    too_many = torch.rand(kept.shape, generator=torch.Generator().manual_seed(1)) < 0.5
+    message = failure(expect_dropout, torch.where(too_many, 0.0, kept / 0.7), kept, 0.3, "h", where)
+    assert "expected about 30%" in message
+
+
+def test_a_degenerate_counterexample_also_shows_a_typical_input():
+    @telling(lambda d: d <= 2, lambda d: {"d": 8})
+    def check(student, d):
+        if d == 2:
+            raise Failed("division by zero at d=2")
+        if student == "buggy":
+            raise Failed("the layout is [sin | cos] halves")
+
+    assert check("right", d=8) is None
+    message = failure(check, "buggy", d=2)
+    assert message.startswith("division by zero at d=2") and "On a typical input (d=8): the layout" in message
+    assert "this test passes" in failure(check, "right", d=2)
+    with pytest.raises(Failed, match="halves$"):
+        check("buggy", d=8)  # not degenerate: the message is its own
 
 
 # ---------------------------------------------------------------- the suites, end to end
@@ -179,3 +229,27 @@ def test_rope_in_float32_fails_only_the_dtype_test(tmp_path):
               if r.status is not Status.PASSED}
     assert list(failed) == ["rope_computes_in_input_dtype"], failed
     assert FLOAT32 in failed["rope_computes_in_input_dtype"]
+
+
+MASK = ('    if mask is not None:\n        scores = torch.where(mask, scores, float("-inf"))\n'
+        "    # Softmax over a row of only -inf is 0/0 = NaN: give such rows zero weight instead.\n"
+        "    dead = torch.isneginf(scores).all(dim=-1, keepdim=True)\n"
+        "    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)\n")
+
+
+@pytest.mark.sandbox
+def test_each_hint_names_a_cause_only_when_its_own_check_confirms_it(tmp_path):
+    after = edited_solutions(tmp_path / "after", "attention.py", MASK,
+                             "    weights = torch.softmax(scores, dim=-1)\n"
+                             "    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)\n")
+    message = run_cases(after, tmp_path / "after", "attention", "sdpa_rows_are_distributions")[
+        "sdpa_rows_are_distributions"].message
+    assert "dim=-1" not in message and "query axis" not in message and "zeroed afterwards" in message, message
+    over_queries = edited_solutions(tmp_path / "queries", "attention.py", MASK, MASK.replace(
+        "torch.softmax(scores.masked_fill(dead, 0.0), dim=-1)",
+        "torch.softmax(scores, dim=-2).nan_to_num(0.0)"))
+    results = run_cases(over_queries, tmp_path / "queries", "attention", "sdpa_rows_are_distributions",
+                        "sdpa_gradients")
+    assert "a softmax over the query axis (dim=-2" in results["sdpa_rows_are_distributions"].message
+    message = results["sdpa_gradients"].message
+    assert results["sdpa_gradients"].status is Status.FAILED and CUT not in message, message

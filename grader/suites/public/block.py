@@ -315,34 +315,40 @@ def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
         student.call("torch.manual_seed", seed)  # both twins draw the same dropout masks
         return module(*inputs, **kwargs)
 
-    def built_as(target: str, mine: Remote, train: bool, inputs: tuple, kwargs: dict,
-                 **variants: dict) -> str | None:
-        """The variant (of the arguments `target` is built with) whose twin gives what `mine` gives."""
-        actual = run(mine, train, *inputs, **kwargs)
+    def built_as(target: str, mine: Remote, actual: torch.Tensor, train: bool, inputs: tuple, kwargs: dict,
+                 variants: dict[str, dict]) -> str:
+        """The variant (of the arguments `target` is built with) whose twin of `mine` gives `actual`; or a
+        neutral clause."""
         for sentence, arguments in variants.items():
             if close(actual, run(twin(target, mine, **arguments), train, *inputs, **kwargs), **exact):
                 return sentence
-        return None
+        return f"it differs from your own {target.split('.')[-1]} built with the block's arguments"
 
     attn, ffn = block.attribute("attn"), block.attribute("ffn")
     expected_attn = twin(MHA, attn, d_model, n_heads, dropout=p, rope=rope)
     exact = EXACT._asdict()
+    arguments = {"d_model": d_model, "n_heads": n_heads, "dropout": p, "rope": rope}
     for train, mode in ((False, "eval"), (True, "train")):
-        wrong = {f"self.attn is built with rope={not rope}, not the block's rope={rope}":
-                 {"d_model": d_model, "n_heads": n_heads, "dropout": p, "rope": not rope}} if not train else {
-                 "self.attn is built without the block's dropout, so it drops no attention weight":
-                 {"d_model": d_model, "n_heads": n_heads, "dropout": 0.0, "rope": rope}}
-        found = built_as(MHA, attn, train, (x,), {"mask": mask}, **wrong)
-        expect_close(run(attn, train, x, mask=mask), run(expected_attn, train, x, mask=mask),
-                     f"self.attn's output in {mode} mode (same seed), {built})", **exact,
-                     hint=f"{found or 'it differs from your own MultiHeadAttention built so'}: attn must be "
-                          "MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)")
+        actual, expected = run(attn, train, x, mask=mask), run(expected_attn, train, x, mask=mask)
+        if close(actual, expected, **exact):
+            continue
+        if train:
+            wrong = {"self.attn is built without the block's dropout, so it drops no attention weight":
+                     {**arguments, "dropout": 0.0}}
+        else:  # rope=True needs an even d_head
+            wrong = {f"self.attn is built with rope={not rope}, not the block's rope={rope}":
+                     {**arguments, "rope": not rope}} if rope or (d_model // n_heads) % 2 == 0 else {}
+        found = built_as(MHA, attn, actual, train, (x,), {"mask": mask}, wrong)
+        expect_close(actual, expected, f"self.attn's output in {mode} mode (same seed), {built})", **exact,
+                     hint=f"{found}: attn must be MultiHeadAttention(d_model, n_heads, dropout=dropout, "
+                          "rope=rope)")
     expected_ffn = twin(FFN, ffn, d_model, d_ff, activation=activation)
+    actual, expected = run(ffn, False, x), run(expected_ffn, False, x)
+    if close(actual, expected, **exact):
+        return
     other = ACTIVATIONS[1 - ACTIVATIONS.index(activation)]
-    found = built_as(FFN, ffn, False, (x,), {}, **{
+    found = built_as(FFN, ffn, actual, False, (x,), {}, {
         f"self.ffn uses {other!r}, not the block's activation={activation!r} (is activation passed on?)":
         {"d_model": d_model, "d_ff": d_ff, "activation": other}})
-    expect_close(run(ffn, False, x), run(expected_ffn, False, x),
-                 f"self.ffn's output in eval mode, {built}, activation={activation!r})", **exact,
-                 hint=f"{found or 'it differs from your own FeedForward built so'}: ffn must be "
-                      "FeedForward(d_model, d_ff, dropout, activation=activation)")
+    expect_close(actual, expected, f"self.ffn's output in eval mode, {built}, activation={activation!r})",
+                 **exact, hint=f"{found}: ffn must be FeedForward(d_model, d_ff, dropout, activation)")
