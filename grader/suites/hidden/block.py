@@ -1,6 +1,6 @@
 """block.py, hidden: (B1) and (B2) composed from the block's own sublayers, with the classic
-mistakes named; gradients against the block's own forward; dropout; the sublayers built with the
-block's arguments. No reference output: a block is judged on what it adds."""
+mistakes named; gradients against the block's own forward; dropout. No reference output: a block is
+judged on what it adds."""
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st

@@ -1,5 +1,6 @@
-"""block.py, public: TransformerBlock's contract, state dict, ValueError, causality, and (B1)/(B2)
-composed from the block's own sublayers.
+"""block.py, public: TransformerBlock's contract, state dict, ValueError, causality, (B1)/(B2)
+composed from the block's own sublayers, its residual dropout, and the sublayers built with the
+block's own arguments.
 
 A block is judged on what it adds: the expected output is composed here from the student's own
 attn and ffn (called in the worker on the exact tensors the formula gives them) and the block's
