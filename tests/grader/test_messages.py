@@ -253,3 +253,24 @@ def test_each_hint_names_a_cause_only_when_its_own_check_confirms_it(tmp_path):
     assert "a softmax over the query axis (dim=-2" in results["sdpa_rows_are_distributions"].message
     message = results["sdpa_gradients"].message
     assert results["sdpa_gradients"].status is Status.FAILED and CUT not in message, message
+
+
+@pytest.mark.sandbox
+def test_a_crash_on_a_degenerate_input_also_names_the_mistake_on_a_typical_one(tmp_path):
+    bugs = load_bugs()
+    # fairseq's table divides by d_model/2 - 1: a ZeroDivisionError at d_model=2, where hypothesis shrinks to
+    fairseq = bugs.materialize(bugs.BY_NAME["sinusoidal_halves_fairseq_style"], tmp_path / "fairseq")
+    results = run_cases(fairseq, tmp_path / "fairseq", "positional", "sinusoidal_table_properties",
+                        "sinusoidal_matches_reference")
+    for result in results.values():
+        assert "ZeroDivisionError" in result.message and "On a typical input (d=8)" in result.message, result
+    assert "[sin | cos] halves" in results["sinusoidal_table_properties"].message
+    assert "the table is fairseq's" in results["sinusoidal_matches_reference"].message
+    # nanoGPT's get_lr: max_lr * step / warmup_steps, and a division by zero when warmup_steps = total_steps
+    nanogpt = bugs.materialize(bugs.BY_NAME["lr_nanogpt_style"], tmp_path / "nanogpt")
+    results = run_cases(nanogpt, tmp_path / "nanogpt", "trainer", "lr_schedule_properties",
+                        "lr_schedule_matches_reference")
+    message = results["lr_schedule_properties"].message
+    assert "ZeroDivisionError" in message and "On a typical input" in message, message
+    for result in results.values():
+        assert "one step late" in result.message, result.message

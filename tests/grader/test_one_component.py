@@ -84,3 +84,8 @@ def test_a_near_miss_names_no_mistake_that_gives_the_expected_logits(tmp_path):
     failed = {r.name: r.message for r in _failed(judge(submission, components=("model",)))}
     assert {"m1_absolute_positions", "m1_relative_positions"} <= set(failed), failed
     assert not [message for message in failed.values() if "it matches what you get" in message], failed
+
+
+def test_a_positional_function_that_crashes_on_some_widths_costs_analysis_nothing(tmp_path):
+    fairseq = bugs.materialize(bugs.BY_NAME["sinusoidal_halves_fairseq_style"], tmp_path)  # fails at d_model=2
+    assert not _failed(judge(fairseq, components=("analysis",)))
