@@ -255,7 +255,8 @@ BUGS: list[Bug] = [
     Bug("ffn_dropout_in_eval_mode", "feedforward", "feedforward.py",
         old="return self.fc2(self.dropout(h))",
         new="return self.fc2(F.dropout(h, self.dropout.p))",
-        description="FeedForward calls F.dropout without training=self.training, so it drops in eval mode too.",
+        description="FeedForward calls F.dropout without training=self.training, so it drops in eval mode "
+                    "too.",
         keywords=("eval mode",)),
     Bug("ffn_dropout_rate_hard_coded", "feedforward", "feedforward.py",
         old="self.dropout = nn.Dropout(dropout)",
@@ -320,7 +321,8 @@ BUGS: list[Bug] = [
     Bug("block_rope_not_passed", "block", "block.py",
         old="self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)",
         new="self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)",
-        description="TransformerBlock builds attn without rope, so rope=True blocks have no rotary positions.",
+        description="TransformerBlock builds attn without rope, so rope=True blocks have no rotary "
+                    "positions.",
         keywords=("rope",)),
     Bug("block_activation_not_passed", "block", "block.py",
         old="self.ffn = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)",
