@@ -5,7 +5,9 @@ Every model here is built from torch's own layers (the worker's fixtures), never
 student's other files, so this component is graded on its own. The judge builds a twin of each
 fixture model and loads the same parameters into both; float64 throughout.
 """
+import functools
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -381,19 +383,28 @@ def train_contract(student):
     _check_leaves_eval_mode(student, seed)
 
 
+CLIPPINGS = {
+    "global": lambda params, limit: torch.nn.utils.clip_grad_norm_(params, limit),
+    "each": lambda params, limit: [torch.nn.utils.clip_grad_norm_([p], limit) for p in params],
+    "value": lambda params, limit: torch.nn.utils.clip_grad_value_(params, limit),
+}
+"""(T3)'s clipping of the global gradient norm, and two classic readings of it (for diagnoses)."""
+
+
 def adamw_steps(local: nn.Module, batches: list, lrs: list[float], *, weight_decay: float,
-                grad_clip: float | None, betas: tuple[float, float], eps: float = 1e-8) -> None:
+                grad_clip: float | None, betas: tuple[float, float], eps: float = 1e-8,
+                clipping: str = "global") -> None:
     """(T3) on `local`, one step per lr: fresh gradients of the loss over y != -100, global grad-norm
-    clipping (none when grad_clip is None), then AdamW (torch's update, eps its default) with (T2)'s
-    weight decay. Written out rather than torch.optim.AdamW, whose first use imports torch._dynamo:
-    seconds of `grader check`."""
+    clipping (none when grad_clip is None; `clipping` picks another reading), then AdamW (torch's
+    update, eps its default) with (T2)'s weight decay. Written out rather than torch.optim.AdamW,
+    whose first use imports torch._dynamo: seconds of `grader check`."""
     params = list(local.parameters())
     m, v = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
     for t, ((x, y), lr) in enumerate(zip(batches, lrs, strict=False), start=1):
         local.zero_grad()
         masked_cross_entropy(local(x), y).backward()
         if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            CLIPPINGS[clipping](params, grad_clip)
         with torch.no_grad():
             for p, m_p, v_p in zip(params, m, v, strict=True):
                 m_p.lerp_(p.grad, 1 - betas[0])
@@ -432,33 +443,61 @@ def train_follows_adamw(student):
                          hint=FIRST_STEP if steps == 1 else LATER_STEPS)
 
 
-@suite.case(1, timeout=30)
-def train_clips_only_when_asked(student):
-    """train with grad_clip=None does not clip, and with grad_clip=8 clips the global gradient norm at 8,
-    not at a default"""
+def _clipping_readings(trained_with: Callable, grad_clip: float | None) -> dict[str, dict[str, torch.Tensor]]:
+    """Sentence -> the parameters a train() with that clipping mistake ends with."""
+    found = {"no clipping is done": trained_with(None),
+             "the gradient norm is clipped at 1.0 (a default) instead of grad_clip": trained_with(1.0)}
+    if grad_clip is not None:
+        found["each gradient entry is clipped to [-grad_clip, grad_clip] (clip_grad_value_) instead of the "
+              "global norm"] = trained_with(grad_clip, "value")
+        found["each parameter's gradient norm is clipped on its own instead of the global norm of all of "
+              "them together"] = trained_with(grad_clip, "each")
+    return found
+
+
+def _expect_clipping(student: Student, grad_clip: float | None) -> None:
+    """Two steps of train(..., grad_clip) on a fixture whose gradient norms are about 25 and 19 match
+    (T3)'s, else name the clipping that they match."""
     layers, seed, V = fixture_layers(7, 6, hidden=5), 9, 7
     batches = make_batches(seed, 2, V)
     kwargs = {"steps": 2, "max_lr": 0.05, "warmup_steps": 0, "min_lr": 0.005, "weight_decay": 0.1,
               "betas": (0.8, 0.9)}
-    for grad_clip in (None, 8.0):
-        remote, local = twin_models(student, layers, seed)
-        with torch.no_grad():  # logits 10 times larger: gradient norms well above 1 and 8
-            local[-1].weight.mul_(10.0)
-        remote.load_state_dict(local.state_dict())
-        result = student.call("trainer.train", remote, batches, grad_clip=grad_clip, **kwargs)
-        history = read_history(result, 2)
-        schedule = {k: kwargs[k] for k in ("max_lr", "warmup_steps", "min_lr")} | {"total_steps": 2}
-        lrs = [student_lr(student, s, schedule) for s in range(2)]
-        adamw_steps(local, batches, lrs, grad_clip=grad_clip,
+    remote, local = twin_models(student, layers, seed)
+    with torch.no_grad():  # logits 10 times larger: gradient norms of 25 and 19
+        local[-1].weight.mul_(10.0)
+    start = {k: v.clone() for k, v in local.state_dict().items()}
+    remote.load_state_dict(start)
+    history = read_history(student.call("trainer.train", remote, batches, grad_clip=grad_clip, **kwargs), 2)
+    schedule = {k: kwargs[k] for k in ("max_lr", "warmup_steps", "min_lr")} | {"total_steps": 2}
+    lrs = [student_lr(student, s, schedule) for s in range(2)]
+
+    def trained_with(limit: float | None, clipping: str = "global") -> dict[str, torch.Tensor]:
+        """The fixture's parameters after (T3)'s two steps with this clipping."""
+        local.load_state_dict(start)
+        adamw_steps(local, batches, lrs, grad_clip=limit, clipping=clipping,
                     **{k: kwargs[k] for k in ("weight_decay", "betas")})
-        norms = ", ".join(f"{n:.3g}" for n in history["grad_norm"].tolist())
-        names, trained = _parameter_names(layers, local), float64_state(remote)
-        for key, expected in local.state_dict().items():
-            expect_close(trained.get(key), expected, f"parameter {names[key]} after 2 steps of train(..., "
-                         f"grad_clip={grad_clip}) (your gradient norms: {norms})",
-                         **TOLERANCES[torch.float64]._asdict(),
-                         hint="grad_clip=None means no clipping at all; a number means clipping the global "
-                              "gradient norm at that number (clip_grad_norm_(params, grad_clip))")
+        return {k: v.clone() for k, v in local.state_dict().items()}
+
+    readings = functools.cache(lambda: _clipping_readings(trained_with, grad_clip))  # only on a miss
+    norms = ", ".join(f"{n:.3g}" for n in history["grad_norm"].tolist())
+    names, trained = _parameter_names(layers, local), float64_state(remote)
+    for key, expected in trained_with(grad_clip).items():
+        expect_close(trained.get(key), expected, f"parameter {names[key]} after 2 steps of train(..., "
+                     f"grad_clip={grad_clip}) (your gradient norms: {norms})",
+                     **TOLERANCES[torch.float64]._asdict(),
+                     diagnoses=lambda key=key: {s: state[key] for s, state in readings().items()},
+                     hint="grad_clip=None means no clipping at all; a number means clipping the global "
+                          "gradient norm at that number (clip_grad_norm_(params, grad_clip))")
+
+
+@suite.case(1, timeout=30)
+def train_clips_only_when_asked(student):
+    """train with grad_clip=None does not clip, and with grad_clip=20 clips the global gradient norm at 20:
+    the first step's (about 25), not the second's (about 19)"""
+    # AdamW's step hardly changes when every gradient is scaled alike: a clipping shows where it
+    # changes the ratio between two steps' gradients (clipping at 1 or 20 for both, or none).
+    for grad_clip in (None, 20.0):
+        _expect_clipping(student, grad_clip)
 
 
 def _check_leaves_eval_mode(student: Student, seed: int) -> None:
