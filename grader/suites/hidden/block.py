@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_tensor
+from ..checks import Failed, expect, expect_close, expect_dropout, expect_tensor
 from ..public.block import (
     BLOCK,
     FORMULA,
@@ -255,51 +255,24 @@ def block_dropout_train(student, p, seed):
     1/(1-p)"""
     B, T, d = _DROP_SHAPE
     kwargs = {"d_model": d, "n_heads": 4, "d_ff": d, "dropout": p}
-    reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
-    # attn and ffn output their out_proj / fc2 bias whatever their inner dropout does, so that
-    # y - x = dropout(a) + dropout(f): the residual dropout alone, on known constants a and f
-    # (chosen so that every combination of dropped / kept / never dropped gives a distinct sum).
-    a, f = 1.0, 3.7
-    with torch.no_grad():
-        reference.attn.out_proj.weight.zero_()
-        reference.attn.out_proj.bias.fill_(a)
-        reference.ffn.fc2.weight.zero_()
-        reference.ffn.fc2.bias.fill_(f)
-    block = student_twin(student, BLOCK, reference, torch.float64, **kwargs)
-    x = randn(seed, B, T, d)
-    mask = causal(T)
-    y_eval = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode")
-    expect(bool(torch.allclose(y_eval, x + a + f, atol=1e-9)),
-           f"with attn and ffn set to return constants a and f (out_proj and fc2 weights 0, dropout={p}), "
-           f"a pre-norm block in eval mode must give y = x + a + f, and yours does not: check "
-           f"{FORMULA['pre']}, that dropout is off in eval mode, and that attn and ffn end with out_proj "
-           "and fc2")
-    block.train()
-    student.call("torch.manual_seed", seed)
-    y = expect_tensor(block(x, mask=mask), x.shape, "y in train mode")
-    expect(bool(torch.isfinite(y).all()), f"y in train mode with dropout={p} has NaN or inf")
-    # each entry of y - x is one of 9 sums: (attention state, feed-forward state)
-    values = {"attention": (0.0, a / (1 - p), a), "feed-forward": (0.0, f / (1 - p), f)}
-    sums = torch.tensor([va + vf for va in values["attention"] for vf in values["feed-forward"]],
-                        dtype=torch.float64)
-    distance, combo = ((y - x).unsqueeze(-1) - sums).abs().min(dim=-1)
-    explained = distance < 1e-6
-    unexplained = 1 - explained.double().mean().item()
-    expect(bool(explained.all()),
-           f"in train mode with dropout={p}, with attn and ffn returning constants a and f, each entry of "
-           f"y - x should be dropout(a) + dropout(f) (each term 0 or scaled by 1/(1-p)), but "
-           f"{unexplained:.0%} of the entries are not: one residual dropout of rate p on each sublayer's "
-           f"output, {FORMULA['pre']}")
-    for name, state in (("attention", combo // 3), ("feed-forward", combo % 3)):
-        # state: 0 dropped, 1 kept and scaled by 1/(1-p), 2 passed through unchanged
-        expect(not (state == 2).all(),
-               f"in train mode with dropout={p}, the {name} sublayer's output is never dropped: "
-               f"apply self.dropout to it before the residual sum, {FORMULA['pre']}")
-        expect(not (state == 2).any(),
-               f"in train mode with dropout={p}, the surviving entries of the {name} sublayer's output are "
-               f"not scaled by 1/(1-p): use nn.Dropout, {FORMULA['pre']}")
-        rate = (state == 0).double().mean().item()
-        expect(abs(rate - p) < 0.06,
-               f"in train mode with dropout={p}, the residual dropout zeroes {rate:.1%} of the {name} "
-               f"sublayer's output, expected about {p:.0%}: {FORMULA['pre']}, "
-               "with self.dropout = nn.Dropout(dropout)")
+    x, mask = randn(seed, B, T, d), causal(T)
+    # One sublayer returns a constant (its out_proj / fc2 bias, whatever its inner dropout does), the
+    # other 0: y - x is then that constant after the residual dropout alone.
+    for name, (a, f) in (("attention", (1.0, 0.0)), ("feed-forward", (0.0, 3.7))):
+        reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
+        with torch.no_grad():
+            for layer, value in ((reference.attn.out_proj, a), (reference.ffn.fc2, f)):
+                layer.weight.zero_()
+                layer.bias.fill_(value)
+        block = student_twin(student, BLOCK, reference, torch.float64, **kwargs)
+        kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
+        expect(bool(torch.allclose(kept, torch.full_like(x, a + f), atol=1e-9)),
+               f"with the {name} sublayer set to return a constant and the other 0 (out_proj and fc2 weights "
+               f"0, dropout={p}), a pre-norm block in eval mode must give y = x + that constant, and yours "
+               f"does not: check {FORMULA['pre']}, that dropout is off in eval mode, and that attn and ffn "
+               "end with out_proj and fc2")
+        block.train()
+        student.call("torch.manual_seed", seed)
+        dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
+        expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)",
+                       f"one residual dropout of rate p on each sublayer's output, {FORMULA['pre']}")
