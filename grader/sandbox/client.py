@@ -22,6 +22,7 @@ from typing import Any
 from ..results import safe_text
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
+from . import seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import Deadline, ProtocolError, receive, send
@@ -44,7 +45,7 @@ _WORKER_CODE = ("__init__.py", "forbidden.py", "jail.py", "loader.py", "protocol
                 "worker.py")
 _UID_BASE, _UID_SPAN = 1 << 30, 1 << 26  # pid (< 2^22) * 16 + a counter: unique to one worker
 _NOGROUP = 65534
-_OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the uid unmapped ones show as
+_OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the overflow uid (what unmapped ones show as)
 _HIDDEN_PACKAGES = ("grader", "solutions")
 _uids = itertools.count()
 _NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
@@ -178,7 +179,7 @@ _PROBE = ("import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path, '
 def _setuid_problem() -> str:
     """What a worker's uid could read that it must not, or could not read that it needs (a
     process started as that uid tries them)."""
-    if not seccomp_supported():
+    if not seccomp.supported():
         return f"no seccomp filter for this machine ({os.uname().machine}) to take the network away"
     secrets, needed = secret_files(), _needed_files()
     uid = _pool_uids()[0]
@@ -227,11 +228,6 @@ def _secret_roots() -> list[Path]:
 
 def _secret_root(path: Path) -> Path:
     return next(root for root in _secret_roots() if path.is_relative_to(root))
-
-
-def seccomp_supported() -> bool:
-    from .seccomp import supported
-    return supported()
 
 
 def _module_folder(name: str) -> Path | None:
