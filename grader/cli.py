@@ -34,7 +34,8 @@ def judge_options() -> argparse.ArgumentParser:
 
 
 def grade_options(args: argparse.Namespace, public_only: bool = False) -> GradeOptions:
-    return GradeOptions(args.only, public_only, args.timeout_scale, args.time_limit)
+    return GradeOptions(args.only, public_only, args.timeout_scale, args.time_limit,
+                        getattr(args, "unsafe_no_sandbox", False))
 
 
 def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str) -> int:
@@ -43,6 +44,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .report import public_share, terminal, write_json
     from .results import safe_text
     from .salt import SaltUnavailable
+    from .sandbox.client import SandboxUnavailable
     from .submission import SubmissionError, special_files
     from .suites import HiddenTestsMissing
 
@@ -58,9 +60,9 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     try:
         card = grade(Path(path), grade_options(args, public_only), on_result=progress)
     except SubmissionError as error:
-        print(f"grader: cannot read the submission: {error}", file=sys.stderr)
+        print(f"grader: cannot read the submission: {safe_text(str(error))}", file=sys.stderr)
         return 2
-    except (HiddenTestsMissing, SaltUnavailable) as error:
+    except (HiddenTestsMissing, SaltUnavailable, SandboxUnavailable) as error:
         print(f"grader: {error}", file=sys.stderr)
         return 2
     print(file=sys.stderr)

@@ -23,6 +23,8 @@ class GradeOptions:
     public_only: bool = False
     timeout_scale: float = 1.0
     time_limit: float | None = None
+    unsafe_no_sandbox: bool = False
+    """Grade the hidden tests even where no sandbox runs ("plain" mode); the scorecard says so."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "components", tuple(self.components))
@@ -52,10 +54,12 @@ def parse_components(text: str | None) -> tuple[str, ...]:
 
 def grade(submission: Path, options: GradeOptions = GradeOptions(),
           on_result: Callable[[Result], None] | None = None) -> Scorecard:
-    """Grade a submission (a folder, a zip or a notebook) in a fresh sandbox.
+    """Grade a submission (a folder, a zip or a notebook) in a fresh sandbox; the scorecard says
+    which sandbox mode it ran in.
 
     Raises SubmissionError when it cannot be read at all, HiddenTestsMissing when the hidden tests
-    are asked for where they are not installed (a student release).
+    are asked for where they are not installed (a student release), SandboxUnavailable when the
+    sandbox cannot run here as asked (or cannot keep the hidden tests hidden: sandbox_mode).
     """
     from .sandbox.client import Sandbox
     from .submission import unpack
@@ -63,11 +67,14 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     with TemporaryDirectory(prefix="submission-") as scratch, TemporaryDirectory(prefix="grader-") as work:
         directory = unpack(Path(submission), Path(scratch))
-        sandbox = Sandbox(directory, Path(work), options.timeout_scale)
+        sandbox = Sandbox(directory, Path(work), options.timeout_scale, hidden=not options.public_only,
+                          unsafe_no_sandbox=options.unsafe_no_sandbox)
         sandbox.start()  # the worker imports torch while this process does, just below
         from .judge import judge
         from .scoring import scorecard
 
-        return scorecard(judge(directory, public_only=options.public_only, components=options.components,
+        card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
                                timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox,
                                deadline=deadline))
+        card.sandbox = sandbox.report
+        return card

@@ -26,6 +26,7 @@ import torch
 from .results import Failed, Result
 from .salt import grading_salt
 from .sandbox.client import Sandbox, StudentError, WorkerLost
+from .sandbox.forbidden import static_problem
 from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
@@ -247,6 +248,10 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
     limit = BUDGETS.scaled(timeout_scale).file_import
     sandbox, broken = student.sandbox, student.broken
     for module in modules:
+        if module not in broken and (problem := _forbidden_in(sandbox.submission_dir / f"{module}.py")):
+            broken[module] = Unimportable(Status.FAILED, f"{module}.py, {problem}")
+            sandbox.block(module)
+            continue
         try:
             sandbox.ready()
         except WorkerLost:
@@ -270,6 +275,14 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
                 broken[module] = Unimportable(Status.CRASHED, f"importing {module}.py stopped the worker: "
                                                               f"{error}")
             sandbox.block(module)
+
+
+def _forbidden_in(path: Path) -> str:
+    """What docs/spec.md forbids that this submission file names ("" if nothing, or no such file)."""
+    try:
+        return static_problem(path.read_text(errors="replace"))
+    except OSError:
+        return ""
 
 
 def component_budgets(cases: list[Case], seconds: float) -> dict[str, float]:
@@ -309,7 +322,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     so that the worker's start-up overlaps with its own); the judge closes it.
     """
     with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
-        sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale)
+        sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
             sandbox.start()  # its imports overlap with ours
             salt = grading_salt(public_only)  # once per grading, before any case
@@ -324,23 +337,40 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             budgets = component_budgets(cases, total if deadline is None
                                         else min(total, deadline - time.monotonic()))
             spent: Counter[str] = Counter()
-            results = []
-            for case in cases:
+            results: dict[int, Result] = {}
+            for index in _phases(cases, sandbox):
+                case = cases[index]
                 if deadline is not None and time.monotonic() + case.timeout * timeout_scale > deadline:
-                    results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
-                                          f"{NOT_RUN}: {case.doc}: the grading's time ran out before it",
-                                          case.visibility))
+                    results[index] = Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
+                                            f"{NOT_RUN}: {case.doc}: the grading's time ran out before it",
+                                            case.visibility)
                 elif spent[case.component] < budgets[case.component]:
                     start = time.monotonic()
-                    results.append(run_case(case, student, timeout_scale, salt))
+                    results[index] = run_case(case, student, timeout_scale, salt)
                     spent[case.component] += time.monotonic() - start
                 else:
-                    results.append(Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
-                                          f"{case.doc}: not run, the tests of {case.component} used up their "
-                                          f"{budgets[case.component]:.0f} s (a hang, or far too slow code?)",
-                                          case.visibility))
+                    results[index] = Result(
+                        case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
+                        f"{case.doc}: not run, the tests of {case.component} used up their "
+                        f"{budgets[case.component]:.0f} s (a hang, or far too slow code?)", case.visibility)
                 if on_result:
-                    on_result(results[-1])
+                    on_result(results[index])
         finally:
             sandbox.close()
-    return results
+    return [results[index] for index in range(len(cases))]
+
+
+def _phases(cases: list[Case], sandbox: Sandbox) -> Iterator[int]:
+    """The cases' indices, every public case first, then the hidden ones in workers of their own.
+
+    A worker of the public phase never receives a hidden request, and every public result and
+    message is settled before a hidden case starts: whatever the student's code learns of the
+    hidden inputs (or of which hidden cases pass) it cannot show in a public test's message. The
+    hidden phase starts with a fresh worker.
+    """
+    yield from (index for index, case in enumerate(cases) if case.public)
+    hidden = [index for index, case in enumerate(cases) if not case.public]
+    if hidden:
+        sandbox.close()
+        sandbox.start()
+    yield from hidden

@@ -37,7 +37,10 @@ def _problems(results: list[Result]) -> list[str]:
 
 def terminal(card: Scorecard, title: str) -> str:
     """A table per component, the total, then every test that did not pass and why."""
-    lines = [title, "", f"  {'component':<12} {'score':>9}  {'tests passed':>12}  status"]
+    lines = [title]
+    if card.sandbox:
+        lines.append(sandbox_line(card.sandbox))
+    lines += ["", f"  {'component':<12} {'score':>9}  {'tests passed':>12}  status"]
     for name, totals in card.components.items():
         mine = [r for r in card.tests if r.component == name]
         passed = sum(r.status is Status.PASSED for r in mine)
@@ -58,6 +61,11 @@ def terminal(card: Scorecard, title: str) -> str:
     if stubs:
         lines += ["", "Not attempted yet (still raising NotImplementedError): " + ", ".join(stubs)]
     return "\n".join(lines)
+
+
+def sandbox_line(sandbox: dict) -> str:
+    """Which sandbox mode a grading ran in, and what it isolates."""
+    return f"sandbox: {sandbox['mode']} ({sandbox['isolates']})"
 
 
 def public_share(card: Scorecard) -> str:

@@ -23,6 +23,18 @@ def safe_text(text: str, limit: int = MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!~-])")
+"""Markdown's punctuation ("|" aside: a table escapes its cells' own)."""
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def markdown_text(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` made safe (safe_text) and inert in Markdown: no markup, link, image or HTML tag of the
+    student's renders; it reads as it was written."""
+    text = _MARKDOWN.sub(r"\\\1", safe_text(text, limit))
+    return "".join(_HTML.get(char, char) for char in text)
+
+
 @dataclass
 class Result:
     name: str

@@ -12,14 +12,17 @@ class Scorecard:
     max_score: float
     components: dict[str, dict[str, float]]
     tests: list[Result] = field(default_factory=list)
+    sandbox: dict | None = None
+    """The sandbox mode the tests ran in and what it isolates (client.describe)."""
 
     def to_json(self) -> dict:
-        """The docs/spec.md "Grader interface" schema."""
+        """The docs/spec.md "Grader interface" schema, and the sandbox it ran in."""
         return {
             "score": self.score,
             "max_score": self.max_score,
             "components": self.components,
             "tests": [r.to_json() for r in self.tests],
+            "sandbox": self.sandbox,
         }
 
 

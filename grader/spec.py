@@ -29,6 +29,10 @@ MODEL_DEFAULTS = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256, "max_
 the reference's signature."""
 
 
+UNSAFE_FLAG = "--unsafe-no-sandbox"
+"""The option of `grader grade`, grade-all and autograder that grades where no sandbox runs ("plain" mode)."""
+
+
 class Visibility(StrEnum):
     """Who runs a test: `grader check` runs the public ones, `grader grade` both."""
 

@@ -5,7 +5,8 @@ At its top level (Gradescope's layout, https://gradescope-autograders.readthedoc
   and the grader, all into ROOT/venv (nothing is downloaded at grading time);
 - run_autograder: run for each submission: `python -m grader.instructor.gradescope ROOT` (gradescope.py);
 - autograder.json: the bundle's settings (the hidden tests' visibility, the time limits' scale,
-  Gradescope's timeout that the grading must end within);
+  Gradescope's timeout that the grading must end within, and whether it grades without a sandbox
+  where none runs: --unsafe-no-sandbox);
 - salt: this deployment's salt (grader/salt.py), so that Gradescope draws the hidden inputs that
   `grader grade` draws here: the same submission gets the same score in both places;
 - constraints.txt: `==` pins of the versions installed here that decide those inputs and the results
@@ -146,7 +147,7 @@ def setup_script(private: str) -> str:
 
 def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
                      timeout_scale: float = 1.0, timeout: float = DEFAULT_TIMEOUT, force: bool = False,
-                     repo: Path = REPO) -> Path:
+                     repo: Path = REPO, unsafe_no_sandbox: bool = False) -> Path:
     """Write the Gradescope bundle to `out` (a zip; an existing file only with `force`); returns it."""
     out, repo = Path(out).resolve(), Path(repo).resolve()
     if hidden_visibility not in VISIBILITIES:
@@ -163,7 +164,8 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
         raise AutograderError(f"{out} exists" + ("" if out.is_dir() else ": --force replaces it"))
     if not out.parent.is_dir():
         raise AutograderError(f"no folder {out.parent} to write {out.name} in")
-    settings = {"hidden_visibility": hidden_visibility, "timeout_scale": timeout_scale, "timeout": timeout}
+    settings = {"hidden_visibility": hidden_visibility, "timeout_scale": timeout_scale, "timeout": timeout,
+                "unsafe_no_sandbox": unsafe_no_sandbox}
     # Written whole, then renamed into place; mode 0600 (not atomic.write_atomic's 0644): it holds the
     # reference and the salt.
     with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as new:

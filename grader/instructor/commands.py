@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 from ..cli import grade_options, judge_options, run_judge
-from ..spec import BUDGETS
+from ..results import safe_text
+from ..spec import BUDGETS, UNSAFE_FLAG
 from ..stubs import EditedStubs, release_stubs
 from .corpus import DEFAULT as DEFAULT_CORPUS
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, VISIBILITIES
@@ -43,7 +44,7 @@ def _grade_all(args: argparse.Namespace) -> int:
                          args.scheduler, grade_options(args), seconds, args.similarity, _export(args),
                          args.hidden if args.feedback else None, _security(args))
     except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach
-        print(f"grader grade-all: {error}", file=sys.stderr)
+        print(f"grader grade-all: {safe_text(str(error))}", file=sys.stderr)
         return 2
 
 
@@ -88,7 +89,8 @@ def _autograder(args: argparse.Namespace) -> int:
     from .autograder import AutograderError, build_autograder
     try:
         out = build_autograder(Path(args.out), hidden_visibility=args.hidden_visibility,
-                               timeout_scale=args.timeout_scale, timeout=args.timeout, force=args.force)
+                               timeout_scale=args.timeout_scale, timeout=args.timeout, force=args.force,
+                               unsafe_no_sandbox=args.unsafe_no_sandbox)
     except AutograderError as error:
         print(f"grader autograder: {error}", file=sys.stderr)
         return 2
@@ -136,6 +138,13 @@ def _handback_options(grade_all: argparse.ArgumentParser) -> None:
                                 "(default), each one's name and result, or its message too (never an input)")
 
 
+def _unsafe_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(UNSAFE_FLAG, action="store_true",
+                         help="grade even where there is no sandbox ('plain' mode: the submission's code"
+                              " runs as you and can read the reference and the hidden tests); the report"
+                              " says so")
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Add the instructors' commands to the `grader` command line."""
     judged = judge_options()
@@ -145,6 +154,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
     grade.add_argument("--progress", metavar="FILE", help="append each test's result to FILE as it ends "
                                                           "(a JSON line each)")
+    _unsafe_option(grade)
     grade.set_defaults(run=_grade)
 
     grade_all = commands.add_parser("grade-all", parents=[judged],
@@ -156,6 +166,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     grade_all.add_argument("--similarity", action="store_true",
                            help="also compare the students' code (copydetect): DIR/similarity.html")
     _handback_options(grade_all)
+    _unsafe_option(grade_all)
     grade_all.set_defaults(run=_grade_all)
     audit = commands.add_parser("audit", help="which tests catch each bug of a bug corpus (mutation score)")
     audit.add_argument("bugs", nargs="*", metavar="BUG", help="only these bugs (default: all)")
@@ -194,6 +205,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                             help="the assignment's timeout on Gradescope: the grading ends within it, "
                                  f"tests it has no time for 'not run' (default: {DEFAULT_TIMEOUT:g})")
     autograder.add_argument("--force", action="store_true", help="replace an existing ZIP")
+    _unsafe_option(autograder)
     autograder.set_defaults(run=_autograder)
 
     salt = commands.add_parser("salt", help="show, export or restore this deployment's salt (it decides the "

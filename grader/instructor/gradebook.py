@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_atomic
+from ..results import markdown_text
 from ..spec import COMPONENTS, Status
 from .runner import Outcome
 from .similarity import Pair
@@ -108,8 +109,9 @@ def _table(header: Sequence[str], rows: list[Sequence]) -> list[str]:
 
 
 def _short(message: str) -> str:
+    """One line of a message (the student's text may be in it), inert in Markdown."""
     line = " ".join(message.split())
-    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 1] + "…"
+    return markdown_text(line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 1] + "…")
 
 
 def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = None) -> str:
@@ -119,15 +121,25 @@ def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = 
     counts = Counter(row.status.value for row in rows)
     statuses = [f"{counts[status]} {status}" for status in Outcome if counts[status]]
     lines = [f"# Grades: {len(rows)} students", "", f"{', '.join(statuses)} (grader {version}).", ""]
+    lines += _sandbox_lines(cards)
     if cards:
         lines += _score_section(cards) + _component_section(cards) + _failure_section(cards)
     if not_graded:
         lines += ["## Not graded", "",
                   *_table(("student", "status", "why"),
-                          [(row.student, row.status.value, _short(row.message)) for row in not_graded]), ""]
+                          [(markdown_text(row.student), row.status.value, _short(row.message))
+                           for row in not_graded]), ""]
     if similar is not None:
         lines += _similarity_section(similar)
     return "\n".join(lines)
+
+
+def _sandbox_lines(cards: list[dict]) -> list[str]:
+    """Which sandbox modes the gradings ran in, and what each isolates."""
+    modes = Counter((card.get("sandbox") or {}).get("mode", "unknown") for card in cards)
+    isolates = {card["sandbox"]["mode"]: card["sandbox"]["isolates"] for card in cards if card.get("sandbox")}
+    return [f"Sandbox: {mode} for {count} graded ({isolates.get(mode, 'not recorded')})."
+            for mode, count in sorted(modes.items())] + ([""] if modes else [])
 
 
 def _score_section(cards: list[dict]) -> list[str]:

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import write_atomic
-from ..spec import COMPONENTS, NOT_RUN, Status
+from ..results import safe_text
+from ..spec import COMPONENTS, NOT_RUN, UNSAFE_FLAG, Status
 from ..submission import MODULES, SubmissionError, unpack
 
 if TYPE_CHECKING:
@@ -130,7 +131,8 @@ def results(card: dict, cases: Iterable["Case"], *, hidden_visibility: str = DEF
         })
     return {"score": card["score"], "execution_time": round(execution_time),
             "output": _summary(card["tests"], public, hidden_visibility), "output_format": "md",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {"sandbox": card.get("sandbox")}}
 
 
 def _code_block(text: str) -> str:
@@ -145,6 +147,7 @@ def not_graded(reason: str, *, unreadable: bool, execution_time: float = 0.0) ->
     `unreadable`: the submission could not be read (the student can fix that: what to upload);
     otherwise the grading did not finish (the course staff see the details in the stdout).
     """
+    reason = safe_text(reason)
     if unreadable:
         output = (f"**Nothing was graded: your submission could not be read.**\n\n{_code_block(reason)}\n\n"
                   f"Upload {_UPLOAD} (the files themselves, or a zip or notebook holding them) "
@@ -182,7 +185,8 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
         left = time_limit(timeout) - (time.monotonic() - start)
         command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
                    "--timeout-scale", str(settings["timeout_scale"]), "--time-limit", f"{left:.0f}",
-                   "--progress", str(ended), *(["--only", only] if only else [])]
+                   "--progress", str(ended), *(["--only", only] if only else []),
+                   *([UNSAFE_FLAG] if settings.get("unsafe_no_sandbox") else [])]
         code = _run(command, start + timeout - STOP_RESERVE)
         if code is None:
             card = _stopped(ended, only, timeout)

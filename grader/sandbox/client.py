@@ -20,23 +20,40 @@ from pathlib import Path
 from typing import Any
 
 from ..results import safe_text
-from ..spec import BUDGETS
+from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
+from . import seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import Deadline, ProtocolError, receive, send
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
+MODES = {
+    "root": "own uid; a new root without the grader, the reference or your files; no network; "
+            "own PID namespace",
+    "userns": "a new root without the grader, the reference or your files; no capabilities; no network; "
+              "own PID namespace",
+    "setuid": "own uid; no network (seccomp); sees the machine's files (the reference, hidden tests and "
+              "salt are checked private to root) and its process list",
+    "plain": "resource limits only: the code runs as you, with your files and the network",
+}
+"""Each mode, strongest first, and what it isolates (every report says it; docs/grading.md, Threat model)."""
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
-_WORKER_CODE = ("__init__.py", "jail.py", "loader.py", "protocol.py", "worker.py")
-_UID_BASE = 1 << 30
+_WORKER_CODE = ("__init__.py", "forbidden.py", "jail.py", "loader.py", "protocol.py", "seccomp.py",
+                "worker.py")
+_UID_BASE, _UID_SPAN = 1 << 30, 1 << 26  # pid (< 2^22) * 16 + a counter: unique to one worker
 _NOGROUP = 65534
+_OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the overflow uid (what unmapped ones show as)
 _HIDDEN_PACKAGES = ("grader", "solutions")
 _uids = itertools.count()
 _NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
 """No network; SysV IPC and message queues of its own (gone with it); every process dies with the first."""
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot run here as asked: the message says why and what to do."""
 
 
 def _runs(command: list[str]) -> bool:
@@ -51,21 +68,166 @@ def _runs(command: list[str]) -> bool:
 def mode() -> str:
     """How workers are confined here: "root" (namespaces, a new root, an unprivileged uid),
     "setuid" (root where namespaces are refused, e.g. a container without CAP_SYS_ADMIN: an
-    unprivileged uid only), "userns" (not root: namespaces only) or "plain" (limits only)."""
-    if os.environ.get(MODE_VARIABLE):
-        return os.environ[MODE_VARIABLE]
-    if os.geteuid() == 0:
+    unprivileged uid and seccomp), "userns" (not root, or root of a user namespace that maps no
+    other uid: namespaces and the same new root) or "plain" (limits only). GRADER_SANDBOX overrides
+    the choice; a value that is not a mode is an error (SandboxUnavailable), never a weaker mode."""
+    asked = os.environ.get(MODE_VARIABLE, "")
+    if asked:
+        if asked not in MODES:
+            raise SandboxUnavailable(f"{MODE_VARIABLE}={asked!r} is not a sandbox mode: choose one of "
+                                     f"{', '.join(MODES)} (or unset it to take the strongest that works)")
+        return asked
+    if os.geteuid() == 0 and _uid_pool() is not None:
         return "root" if _runs([*_launcher("root"), "true"]) else "setuid"
-    return "userns" if _runs(["unshare", "--user", "--map-root-user", *_NAMESPACES, "true"]) else "plain"
+    return "userns" if _runs([*_launcher("userns"), "true"]) else "plain"
+
+
+def sandbox_mode(hidden: bool, unsafe_no_sandbox: bool = False) -> str:
+    """The mode a grading runs in, once it is known to start: SandboxUnavailable says why not.
+
+    `hidden`: the grading runs hidden tests (`grader grade`, grade-all, the autograder), which
+    "plain" mode cannot keep hidden: it is refused unless `unsafe_no_sandbox` says otherwise.
+    """
+    chosen = mode()
+    problem = _problem(chosen)
+    if problem:
+        raise SandboxUnavailable(f"the sandbox cannot run in {chosen!r} mode here: {problem}")
+    if chosen == "plain" and hidden and not unsafe_no_sandbox:
+        raise SandboxUnavailable(
+            "no sandbox here ('plain' mode: not root, and user namespaces are refused): the submission's "
+            "code would run as you, able to read the reference, the hidden tests and the salt. Grade as root "
+            f"or where user namespaces are allowed, or pass {UNSAFE_FLAG} (the report says so)")
+    return chosen
+
+
+def describe(confinement_mode: str, unsafe_no_sandbox: bool = False) -> dict:
+    """What a report says of the sandbox: the mode and what it isolates."""
+    unsafe = confinement_mode == "plain" and unsafe_no_sandbox
+    return {"mode": confinement_mode,
+            "isolates": MODES[confinement_mode] + (f" ({UNSAFE_FLAG})" if unsafe else "")}
+
+
+@functools.cache
+def _problem(confinement_mode: str) -> str:
+    """Why workers cannot start in this mode here ("" if they can)."""
+    if confinement_mode in ("root", "setuid"):
+        if os.geteuid() != 0:
+            return "it needs the grader to run as root"
+        if _uid_pool() is None:
+            return "this user namespace maps no uid for the worker besides root (/proc/self/uid_map)"
+    if confinement_mode == "root" and not _runs([*_launcher("root"), "true"]):
+        return "new mount, network and PID namespaces are refused (`unshare` failed): try 'setuid'"
+    if confinement_mode == "userns" and not _runs([*_launcher("userns"), "true"]):
+        return "user namespaces are refused (`unshare --user` failed)"
+    if confinement_mode == "setuid":
+        return _setuid_problem()
+    return ""
 
 
 def _launcher(confinement_mode: str) -> list[str]:
-    if confinement_mode == "root":  # the judge's death kills unshare, whose death kills the namespace
+    # The judge's death kills unshare, whose death kills the namespace.
+    if confinement_mode == "root":
         return ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--propagation", "private",
                 *_NAMESPACES, "--"]
     if confinement_mode == "userns":
-        return ["unshare", "--user", "--map-root-user", *_NAMESPACES, "--"]
+        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--user", "--map-root-user", "--mount",
+                "--propagation", "private", *_NAMESPACES, "--"]
     return []
+
+
+def _id_ranges(id_map: str) -> list[range]:
+    """The ids a user namespace maps (/proc/self/uid_map: "inside outside count" per line)."""
+    ranges = []
+    for line in id_map.splitlines():
+        inside, _, count = map(int, line.split())
+        ranges.append(range(inside, inside + count))
+    return ranges
+
+
+def uid_pool(uid_map: str) -> range | None:
+    """The uids workers get, among those mapped: 2^30 + 2^26 where all are (a machine, a container
+    sharing the host's), else the upper half of the largest range (a rootless or user-namespaced
+    container maps 65536: the lower half is left to the image's own users); None if too few."""
+    ranges = _id_ranges(uid_map)
+    if any(_UID_BASE in r and _UID_BASE + _UID_SPAN - 1 in r for r in ranges):
+        return range(_UID_BASE, _UID_BASE + _UID_SPAN)
+    largest = max(ranges, key=len, default=range(0))
+    pool = range(largest.start + len(largest) // 2, largest.stop)
+    return pool if len(pool) >= 64 else None
+
+
+@functools.cache
+def _uid_pool() -> range | None:
+    return uid_pool(Path("/proc/self/uid_map").read_text())
+
+
+@functools.cache
+def _worker_gid() -> int:
+    """nogroup where this user namespace maps it, else a gid of the worker's pool."""
+    ranges = _id_ranges(Path("/proc/self/gid_map").read_text())
+    if any(_NOGROUP in r for r in ranges):
+        return _NOGROUP
+    pool = uid_pool(Path("/proc/self/gid_map").read_text())
+    return pool.stop - 1 if pool else 0
+
+
+_PROBE = ("import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path, 'rb').close()\n"
+          "        print(path)\n    except OSError:\n        pass\n")
+
+
+@functools.cache
+def _setuid_problem() -> str:
+    """What a worker's uid could read that it must not, or could not read that it needs (a
+    process started as that uid tries them)."""
+    if not seccomp.supported():
+        return f"no seccomp filter for this machine ({os.uname().machine}) to take the network away"
+    secrets, needed = secret_files(), _needed_files()
+    uid = _pool_uids()[0]
+    try:
+        done = subprocess.run([sys.executable, "-S", "-c", _PROBE, *needed, *map(str, secrets)],
+                              user=uid, group=_worker_gid(), extra_groups=[], cwd="/", capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except PermissionError:
+        return (f"python at {os.path.realpath(sys.executable)} is not readable by the worker's uid ({uid}): "
+                "install it where every user can run it (chmod o+rx on it and its folders)")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"python at {sys.executable} does not start as the worker's uid ({uid}): {last}"
+    readable = set(done.stdout.splitlines())
+    missing = [path for path in needed if path not in readable]
+    if missing:
+        return f"{missing[0]} is not readable by the worker's uid ({uid}): make Python, torch and numpy " \
+               "readable by every user"
+    leaked = [path for path in map(str, secrets) if path in readable]
+    if leaked:
+        folders = " ".join(sorted({str(_secret_root(Path(path))) for path in leaked}))
+        return (f"the worker's uid ({uid}) could read {len(leaked)} file(s) of the reference, the hidden "
+                f"tests or the salt (e.g. {leaked[0]}): make them private to root first: "
+                f"chmod -R go= {folders}")
+    return ""
+
+
+def _needed_files() -> list[str]:
+    """Files the worker reads after it has dropped to its uid: Python's and torch's and numpy's."""
+    return [str(Path(os.__file__))] + [str(folder / "__init__.py") for name in ("torch", "numpy")
+                                       if (folder := _module_folder(name)) is not None]
+
+
+def secret_files() -> list[Path]:
+    """Every file of the reference, the hidden suites and the salt, wherever they are installed."""
+    return [path for root in _secret_roots() for path in sorted(root.rglob("*")) if path.is_file()]
+
+
+def _secret_roots() -> list[Path]:
+    roots = [_module_folder("solutions")]
+    grader = _module_folder("grader")
+    if grader is not None:
+        roots.append(grader / "suites" / "hidden")
+    return [root for root in roots if root is not None and root.is_dir()]
+
+
+def _secret_root(path: Path) -> Path:
+    return next(root for root in _secret_roots() if path.is_relative_to(root))
 
 
 def _module_folder(name: str) -> Path | None:
@@ -106,10 +268,22 @@ def _left_out(folder: str, names: list[str]) -> set[str]:
             or special(Path(folder, name))}
 
 
+def _pool_uids() -> list[int]:
+    """Where this judge's workers look for a uid first: its pid and a counter (a judge runs one
+    worker at a time; 16 sandboxes of one process may overlap), within the pool."""
+    pool = _uid_pool()
+    start = (os.getpid() << 4 | next(_uids) & 15) % len(pool)
+    return [uid for uid in (pool[(start + step) % len(pool)] for step in range(64)) if uid not in _OVERFLOW]
+
+
 def _worker_uid() -> int:
-    """A uid no other process uses while this worker lives: this judge's pid and a counter (a judge
-    runs one worker at a time; 16 sandboxes of one process may overlap)."""
-    return _UID_BASE + (os.getpid() << 4 | next(_uids) & 15)
+    """A uid no process uses now: in the 2^30 pool, the first place tried is this worker's alone;
+    in a container's smaller pool, two judges may meet, and a uid in use is passed over."""
+    candidates = _pool_uids()
+    if len(_uid_pool()) >= _UID_SPAN:
+        return candidates[0]
+    in_use = {_uid_of(entry) for entry in Path("/proc").iterdir() if entry.name.isdigit()}
+    return next((uid for uid in candidates if uid not in in_use), candidates[0])
 
 
 def _kill_uid(uid: int) -> None:
@@ -177,13 +351,13 @@ class Worker:
         self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
         home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
         if self.uid is not None:
-            os.chown(home, self.uid, _NOGROUP)
+            os.chown(home, self.uid, _worker_gid())
         confinement = Confinement(self.mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
                                   read_only=[*_visible_paths(), str(area / "code")],
                                   masked=list(_hidden_paths()),
                                   submission=str(area / "submission"), home=str(home),
-                                  uid=self.uid or 0, gid=_NOGROUP, limits=limits)
-        in_jail = self.mode == "root"
+                                  uid=self.uid or 0, gid=_worker_gid() if self.uid else 0, limits=limits)
+        in_jail = self.mode in ("root", "userns")
         request_read, self._request = os.pipe()
         self._reply, reply_write = os.pipe()
         env = {
@@ -303,13 +477,16 @@ class Sandbox:
 
     It copies the submission and the worker's code into a folder of `scratch` that only root can
     write (world-traversable in "setuid" mode, where the worker reaches them by their paths).
+    `hidden`: it will run hidden tests (see sandbox_mode); `report` is what reports say of it.
     """
 
     def __init__(self, submission_dir: Path, scratch: Path, timeout_scale: float = 1.0,
-                 limits: Limits | None = None):
+                 limits: Limits | None = None, *, hidden: bool = True, unsafe_no_sandbox: bool = False):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
         cpu_seconds = BUDGETS.scaled(timeout_scale).worker_cpu_seconds
-        self.mode, self.limits = mode(), limits or Limits(cpu_seconds=cpu_seconds)
+        self.mode = sandbox_mode(hidden, unsafe_no_sandbox)
+        self.limits = limits or Limits(cpu_seconds=cpu_seconds)
+        self.report = describe(self.mode, unsafe_no_sandbox)
         self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
         shutil.copytree(self.submission_dir, self.area / "submission", symlinks=True, ignore=_left_out)
         shutil.copytree(Path(__file__).parent, self.area / "code" / CODE_PACKAGE,

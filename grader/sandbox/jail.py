@@ -9,9 +9,10 @@ the Confinement it is given and then runs worker.main in the same process:
   (Limits.scratch_bytes), a fresh /proc of the PID namespace; chroot into it, then become the
   worker's own unprivileged uid with no way back (no_new_privs, no capabilities), set to die with
   its parent again (the uid change cleared that).
-- "userns" (not root, user namespaces allowed; started by `unshare --user --map-root-user`):
-  the namespaces alone: no network, and every process dies with the worker.
-- "setuid" (root, but namespaces refused): the unprivileged uid only.
+- "userns" (not root, or root of a user namespace that maps no other uid; started by `unshare
+  --user --map-root-user` with the same namespaces): the same new root, then every capability
+  dropped (the bounding set too), so that the masks cannot be unmounted nor the chroot left.
+- "setuid" (root, but namespaces refused): the unprivileged uid, and no network (seccomp.py).
 - "plain": nothing but the limits below.
 
 Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
@@ -19,6 +20,7 @@ CPython documents as unsafe in a process with threads).
 """
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
 import resource
@@ -27,12 +29,20 @@ import signal
 import sys
 from dataclasses import dataclass, field
 
+from . import seccomp
+
 SANDBOX = "/sandbox"
 """Inside the new root: SANDBOX/submission (read-only) and SANDBOX/home (writable, the working folder)."""
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MNT_DETACH = 2
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_KEPT = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
+"""Flags of a mount that a bind remount keeps: a user namespace may not clear those of the host's."""
+_ST_RELATIME = 4096  # statvfs's name for it
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
@@ -67,8 +77,8 @@ class Limits:
 class Confinement:
     """What the judge asks of one worker (sent as JSON on the command line)."""
 
-    mode: str  # "root", "setuid", "userns" or "plain"
-    root: str = ""  # an empty folder of the host that becomes "/" ("root" mode)
+    mode: str  # "root", "userns", "setuid" or "plain"
+    root: str = ""  # an empty folder of the host that becomes "/" ("root" and "userns" modes)
     read_only: list[str] = field(default_factory=list)  # host paths bound at the same place (the worker's
     # code among them: Python finds the rest of its package where it found jail.py)
     masked: list[str] = field(default_factory=list)  # paths inside read_only hidden by an empty folder
@@ -104,9 +114,16 @@ def _bind(source: str, target: str, writable: bool = False, device: bool = False
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "a").close()
     _mount(source, target, None, _MS_BIND | _MS_REC)
-    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID
+    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _kept_flags(target, device)
     flags |= (0 if device else _MS_NODEV) | (0 if writable else _MS_RDONLY)
     _mount(None, target, None, flags)
+
+
+def _kept_flags(target: str, device: bool) -> int:
+    """The flags of the mount at `target` that a remount must keep (nodev aside for a device)."""
+    flags = os.statvfs(target).f_flag
+    flags = (flags & ~_ST_RELATIME) | (_MS_RELATIME if flags & _ST_RELATIME else 0)
+    return flags & _KEPT & ~(_MS_NODEV if device else 0)
 
 
 def _inside(root: str, path: str) -> str:
@@ -164,6 +181,20 @@ def become_worker(c: Confinement) -> None:
     os.setgroups([])
     os.setresgid(c.gid, c.gid, c.gid)
     os.setresuid(c.uid, c.uid, c.uid)  # from root to another uid: every capability goes too
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good (root of a user namespace keeps its uid: it has no other)."""
+    for capability in range(64):
+        if _libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    if _libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # effective, permitted, inheritable: none
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def no_new_privileges() -> None:
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
 
@@ -184,7 +215,7 @@ def stay_with_parent(request_fd: int) -> None:
 def main(argv: list[str]) -> None:
     confinement = Confinement.from_json(argv[0])
     worker_args = argv[1:]
-    if confinement.mode == "root":
+    if confinement.mode in ("root", "userns"):
         build_root(confinement)
         enter_root(confinement)
         worker_args = [*worker_args[:2], f"{SANDBOX}/submission", *worker_args[3:]]
@@ -192,6 +223,12 @@ def main(argv: list[str]) -> None:
     if confinement.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
         become_worker(confinement)
         stay_with_parent(int(worker_args[0]))
+    elif confinement.mode == "userns":
+        drop_capabilities()
+    if confinement.mode != "plain":
+        no_new_privileges()
+        if seccomp.supported():  # elsewhere "setuid" is refused (client.py); the others have no network
+            seccomp.deny_network()
     from .worker import main as serve  # torch and the submission come only now
 
     serve(worker_args)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .forbidden import forbid
 from .loader import import_module, import_package
 from .protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
@@ -35,50 +36,6 @@ FIXTURES = {
     "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
-FORBIDDEN = ("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
-             "torch.nn.Transformer")
-"""What no exercise may use (docs/spec.md, "Conventions"): it is what the exercises build. Each is a
-name prefix: torch.nn.Transformer covers TransformerEncoder, TransformerDecoderLayer and the rest."""
-_FORBIDDEN_IN = ("torch.nn", "torch.nn.functional", "torch.nn.modules", "torch.nn.modules.activation",
-                 "torch.nn.modules.transformer", "torch._C._nn")
-"""Where they can be looked up from: every alias in these modules is replaced."""
-
-
-class Forbidden(RuntimeError):
-    """The student's code used what docs/spec.md forbids in the exercises."""
-
-
-def _stand_in(name: str, original: Any) -> Any:
-    """A replacement for `original` (a function or an nn.Module class) that raises Forbidden when
-    called or built. It keeps no reference to the original."""
-    message = f"docs/spec.md forbids {name} in the exercises: it is what you are building"
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise Forbidden(message)
-
-    if isinstance(original, type):  # still a class: subclassing it or isinstance() keep working
-        return type(original.__name__, (torch.nn.Module,), {"__init__": refuse, "__doc__": message})
-    refuse.__name__ = refuse.__qualname__ = original.__name__
-    return refuse
-
-
-def forbid_what_the_contract_forbids() -> None:
-    """Replace every alias of FORBIDDEN in _FORBIDDEN_IN, so that the submission's imports and
-    look-ups (`from torch.nn.functional import scaled_dot_product_attention` too) get a stand-in."""
-    stand_ins = {}
-    for prefix in FORBIDDEN:
-        path, _, start = prefix.rpartition(".")
-        module = importlib.import_module(path)
-        for name in dir(module):
-            if name.startswith(start):
-                original = getattr(module, name)
-                stand_ins[id(original)] = _stand_in(f"{path}.{name}", original)
-    for module in map(importlib.import_module, _FORBIDDEN_IN):
-        for attr, value in list(vars(module).items()):
-            if id(value) in stand_ins:
-                setattr(module, attr, stand_ins[id(value)])
-
-
 class _Refuse:
     """A meta-path finder that refuses the reference solutions, and the submission's `blocked`
     modules (found broken by the judge: they fail at once instead of hanging or flooding again)."""
@@ -237,7 +194,7 @@ def main(argv: list[str]) -> None:
     request_fd, reply_fd, submission_dir = int(argv[0]), int(argv[1]), Path(argv[2])
     blocked = argv[3].split(",") if len(argv) > 3 and argv[3] else []
     sys.meta_path.insert(0, _Refuse(blocked))
-    forbid_what_the_contract_forbids()
+    guards = forbid()  # noqa: F841 - kept alive: its kernels refuse while it lives
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sys.dont_write_bytecode = True

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, Phase, seed, settings
 
 from ..salt import PUBLIC_SALT, case_seed
 from ..spec import BUDGETS, COMPONENTS, Visibility
+from .strategies import key_seeds
 
 GRADER_SETTINGS = settings(
     database=None,
@@ -58,6 +59,7 @@ class Case:
         value = self.examples_seed(salt)
         if hasattr(self.run, "hypothesis"):
             seed(value)(self.run)
+        key_seeds(value)  # tensor seeds hashed with it: salted, for a hidden case
         return value
 
 

@@ -101,7 +101,7 @@ def test_the_gradebook_and_the_summary(graded):
     text = (out / "summary.md").read_text()
     assert "## Scores" in text and "| 4–4.5 | 1 | █ |" in text and "| 4.5–5 | 1 | █ |" in text
     assert "| 50% | 1/2 | quiz | quiz_q" in text  # bob's wrong answer: half the class fails it
-    assert "| carol | unreadable | carol.ipynb has no cell starting with `%%writefile" in text
+    assert "| carol | unreadable | carol.ipynb has no cell starting with \\`%%writefile" in text  # inert
     assert "| dave | empty | dave/ holds no file |" in text
     for figure in ("scores.png", "failures.png"):
         assert (out / figure).read_bytes().startswith(b"\x89PNG")

@@ -160,7 +160,8 @@ def test_cli_writes_the_spec_json(tmp_path, capsys):
     out = tmp_path / "card.json"
     assert main(["grade", str(ROOT / "solutions"), "--only", "quiz", "--json", str(out)]) == 0
     card = json.loads(out.read_text())
-    assert set(card) == {"score", "max_score", "components", "tests"}
+    assert set(card) == {"score", "max_score", "components", "tests", "sandbox"}
+    assert card["sandbox"]["mode"] in ("root", "userns", "setuid", "plain") and card["sandbox"]["isolates"]
     assert set(card["components"]) == {"quiz"}
     assert set(card["components"]["quiz"]) == {"score", "max_score"}
     for test in card["tests"]:

@@ -98,7 +98,8 @@ def test_the_zip_holds_gradescopes_scripts_at_its_top_and_the_deployments_salt(b
     assert "pip " not in text["run_autograder"]  # nothing is installed or downloaded at grading time
     assert text["salt"].strip() == deployment_salt()
     assert json.loads(text["autograder.json"]) == {"hidden_visibility": "after_published",
-                                                   "timeout_scale": 1.0, "timeout": 600.0}
+                                                   "timeout_scale": 1.0, "timeout": 600.0,
+                                                   "unsafe_no_sandbox": False}
     assert {f"solutions/{path.name}" for path in (ROOT / "solutions").glob("*.py")} <= set(entries)
     assert {f"grader/suites/hidden/{name}.py" for name in COMPONENTS} <= set(entries)
     left_out = ("exercises/", "examples/", "tests/", "experiments/", "grader/suites/hidden/salt")
@@ -111,10 +112,11 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path, capsys: py
     assert grader_main(["autograder", "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err and out.read_text() == "not a bundle"
     assert grader_main(["autograder", "--out", str(out), "--force", "--hidden-visibility", "after_due_date",
-                        "--timeout-scale", "3", "--timeout", "1200"]) == 0
+                        "--timeout-scale", "3", "--timeout", "1200", "--unsafe-no-sandbox"]) == 0
     with zipfile.ZipFile(out) as archive:
-        assert json.loads(archive.read("autograder.json")) == {"hidden_visibility": "after_due_date",
-                                                               "timeout_scale": 3.0, "timeout": 1200.0}
+        settings = json.loads(archive.read("autograder.json"))
+    assert settings == {"hidden_visibility": "after_due_date", "timeout_scale": 3.0, "timeout": 1200.0,
+                        "unsafe_no_sandbox": True}
     assert grader_main(["autograder", "--out", str(out), "--force", "--timeout", "3600"]) == 2
     assert "40 minutes" in capsys.readouterr().err
 

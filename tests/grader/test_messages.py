@@ -174,10 +174,10 @@ def test_nan_weights_are_called_nan(tmp_path):
     submission = edited_solutions(tmp_path, "attention.py", SCORES, SCORES.replace("q.size(-1))", "0)"))
     results = run_cases(submission, tmp_path, "attention", "sdpa_rows_are_distributions",
                         "sdpa_matches_reference")
-    for result in results.values():
-        assert result.status is Status.FAILED
-        message = result.message
-        assert "weights is nan at index" in message and "negative" not in message, message
+    # Which of +-inf a drawn example's score is decides whether its row is NaN or treated as dead:
+    # both fail, NaN is called NaN where it appears, and never "negative".
+    assert all(r.status is Status.FAILED and "negative" not in r.message for r in results.values())
+    assert any("weights is nan at index" in r.message for r in results.values()), results
 
 
 @pytest.mark.sandbox

@@ -1,0 +1,356 @@
+"""The sandbox's modes: chosen, validated, refused where they cannot hide what is hidden, and named in
+every report; and what holds in each (the network, forbidden APIs, the hidden phase, the seeds, the
+student's text). docs/grading.md, "Threat model", points here for each.
+"""
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import Phase, given, seed, settings
+
+from grader import cli
+from grader.instructor.gradebook import Row, summary
+from grader.instructor.runner import Outcome
+from grader.judge import _phases
+from grader.report import terminal
+from grader.results import markdown_text
+from grader.salt import SALT_FILE, case_seed
+from grader.sandbox import client
+from grader.sandbox.client import Sandbox, SandboxUnavailable, StudentError, describe, mode, uid_pool
+from grader.sandbox.forbidden import static_problem
+from grader.scoring import scorecard
+from grader.suites import GRADER_SETTINGS
+from grader.suites.strategies import key_seeds, seeds
+from helpers import ROOT
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
+CONFINED = pytest.mark.skipif(mode() not in ("root", "userns"), reason=f"needs namespaces (here: {mode()!r})")
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """Ask for a mode (GRADER_SANDBOX) with every cached probe forgotten, before and after."""
+    def ask(value: str) -> None:
+        monkeypatch.setenv("GRADER_SANDBOX", value)
+        _forget()
+    yield ask
+    monkeypatch.delenv("GRADER_SANDBOX", raising=False)
+    _forget()
+
+
+def _forget() -> None:
+    for cached in (client.mode, client._problem, client._setuid_problem):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def submission(tmp_path: Path) -> Path:
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "attention.py").write_text(textwrap.dedent("""\
+        import os, socket, torch
+
+        def uid():
+            open("written", "w").write("x")  # its home is its own
+            return os.getuid()
+
+        def math(q):
+            return torch.ops.aten._scaled_dot_product_attention_math(q, q, q)[0]
+
+        def original():
+            found = [c for c in torch.nn.Module.__subclasses__() if c.__name__ == "MultiheadAttention"]
+            return found[0](4, 1)
+
+        def connect(port):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                return "connected"
+            except OSError as error:
+                return type(error).__name__
+
+        def read(paths):
+            found = []
+            for path in paths:
+                try:
+                    found.append(len(open(path, "rb").read()) and path)
+                except OSError:
+                    pass
+            return found
+        """))
+    return folder
+
+
+def call(box: Sandbox, target: str, *args):
+    return box.request({"op": "call", "target": f"attention.{target}", "args": list(args)}, 60.0)["result"]
+
+
+# -- choosing and validating a mode --------------------------------------------------------------------
+def test_an_unknown_mode_is_an_error_never_a_weaker_mode(asked, submission, tmp_path, capsys):
+    asked("Root")
+    with pytest.raises(SandboxUnavailable, match="'Root' is not a sandbox mode: choose one of root, userns"):
+        mode()
+    out = tmp_path / "card.json"
+    assert cli.main(["grade", str(submission), "--json", str(out)]) == 2
+    assert "not a sandbox mode" in capsys.readouterr().err and not out.exists()
+
+
+def test_plain_mode_grades_hidden_tests_only_when_told_and_says_so(asked, submission, tmp_path):
+    asked("plain")
+    with pytest.raises(SandboxUnavailable, match="--unsafe-no-sandbox"):
+        Sandbox(submission, tmp_path)
+    assert Sandbox(submission, tmp_path, hidden=False).mode == "plain"  # grader check, on one's own code
+    box = Sandbox(submission, tmp_path, unsafe_no_sandbox=True)
+    assert box.report == {"mode": "plain", "isolates": client.MODES["plain"] + " (--unsafe-no-sandbox)"}
+
+
+def test_worker_uids_come_from_the_ranges_the_namespace_maps():
+    assert uid_pool("0 0 4294967295") == range(1 << 30, (1 << 30) + (1 << 26))
+    rootless = uid_pool("0 1000 1\n1 100000 65536")  # rootless Docker/Podman
+    assert rootless.start == 32769 and rootless.stop == 65537
+    assert uid_pool("0 123456 65536").start == 32768  # Kubernetes hostUsers: false
+    assert uid_pool("0 1000 1") is None  # unshare --map-root-user: root only
+
+
+@AS_ROOT
+def test_setuid_mode_refuses_while_the_reference_is_readable_and_says_the_fix(asked, monkeypatch):
+    asked("setuid")
+    folder = Path(tempfile.mkdtemp(prefix="setuid-", dir="/tmp"))  # pytest's tmp_path is private to root
+    folder.chmod(0o755)
+    secret = folder / "solutions" / "attention.py"
+    secret.parent.mkdir()
+    secret.write_text("answer = 42\n")
+    monkeypatch.setattr(client, "secret_files", lambda: [secret])
+    monkeypatch.setattr(client, "_secret_roots", lambda: [secret.parent])
+    monkeypatch.setattr(client, "_needed_files", lambda: [])
+    monkeypatch.setattr(client.sys, "executable", "/usr/bin/python3")
+    if not Path("/usr/bin/python3").is_file():
+        pytest.skip("no /usr/bin/python3 to probe with")
+    secret.chmod(0o644)
+    with pytest.raises(SandboxUnavailable, match=f"could read 1 file.*chmod -R go= {secret.parent}"):
+        client.sandbox_mode(hidden=True)
+    secret.chmod(0o600)
+    _forget()
+    try:
+        assert client.sandbox_mode(hidden=True) == "setuid"
+    finally:
+        shutil.rmtree(folder)
+
+
+@AS_ROOT
+def test_setuid_mode_says_why_python_cannot_start(asked, monkeypatch, tmp_path):
+    asked("setuid")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(client.sys, "executable", str(private / "python"))
+    with pytest.raises(SandboxUnavailable, match="python at .* is not readable by the worker's uid"):
+        client.sandbox_mode(hidden=True)
+
+
+@pytest.mark.sandbox
+@AS_ROOT
+@pytest.mark.parametrize("uid_map, expected", [("0 0 65536", "root"), ("0 0 1", "userns")],
+                         ids=["a 65536-uid container", "unshare --map-root-user"])
+def test_grading_works_inside_a_user_namespace(tmp_path, submission, uid_map, expected):
+    """As in rootless Docker/Podman or Kubernetes' user namespaces: the worker's uid is one the namespace
+    maps (or, with root only, the userns mode), and the reference stays out of its sight."""
+    script = tmp_path / "inside.py"
+    script.write_text(textwrap.dedent(f"""\
+        import json, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        from grader.sandbox.client import Sandbox
+        box = Sandbox(Path({str(submission)!r}), Path({str(tmp_path)!r}))
+        uid = box.request({{"op": "call", "target": "attention.uid", "args": []}}, 60)["result"]
+        secrets = [{str(ROOT / "solutions" / "attention.py")!r}, {str(SALT_FILE)!r}]
+        read = box.request({{"op": "call", "target": "attention.read", "args": [secrets]}}, 60)
+        box.close()
+        print(json.dumps([box.mode, uid, read["result"]]))
+        """))
+    process = subprocess.Popen(["unshare", "--user", "--", "sh", "-c", 'read _ && exec "$@"', "sh",
+                                sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "GRADER_SANDBOX": ""})
+    mine = os.readlink("/proc/self/ns/user")
+    while os.readlink(f"/proc/{process.pid}/ns/user") == mine:
+        time.sleep(0.01)
+    for name in ("uid_map", "gid_map"):
+        Path(f"/proc/{process.pid}/{name}").write_text(uid_map)
+    out, err = process.communicate("\n", timeout=120)
+    assert process.returncode == 0, err
+    import json
+    chosen, uid, read = json.loads(out.splitlines()[-1])
+    assert chosen == expected and read == []
+    assert uid in (range(32768, 65534) if expected == "root" else [0])
+
+
+_REFUSE_NAMESPACES = textwrap.dedent("""\
+    import ctypes, errno, os, platform, struct, sys
+    arch, unshare = {"x86_64": (0xC000003E, 272), "aarch64": (0xC00000B7, 97)}[platform.machine()]
+    steps = [(0x20, 0, 0, 4), (0x15, 0, 3, arch), (0x20, 0, 0, 0), (0x15, 0, 1, unshare),
+             (0x06, 0, 0, 0x00050000 | errno.EPERM), (0x06, 0, 0, 0x7FFF0000)]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *step) for step in steps))
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0
+    assert libc.prctl(22, 2, ctypes.byref(Program(len(steps), ctypes.addressof(code))), 0, 0) == 0
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+    """)
+"""Runs python with unshare(2) refused (EPERM), as in a Docker container without CAP_SYS_ADMIN."""
+
+
+@pytest.mark.sandbox
+@AS_ROOT
+def test_where_namespaces_are_refused_root_falls_back_to_setuid_which_says_what_it_needs(tmp_path):
+    from grader.sandbox import seccomp
+    if not seccomp.supported():
+        pytest.skip("no filter for this architecture")
+    correct = ROOT / "examples" / "submissions" / "correct"
+    code = textwrap.dedent(f"""\
+        from pathlib import Path
+        from grader.sandbox.client import Sandbox, SandboxUnavailable, mode
+        print(mode())
+        try:
+            print(Sandbox(Path({str(correct)!r}), Path({str(tmp_path)!r})).mode)
+        except SandboxUnavailable as error:
+            print(error)
+        """)
+    done = subprocess.run([sys.executable, "-c", _REFUSE_NAMESPACES, "-c", code], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "GRADER_SANDBOX": ""})
+    chosen, outcome = done.stdout.splitlines()
+    assert chosen == "setuid", done.stderr
+    # Either it grades (Python readable by the worker's uid, the reference private to root), or it says why.
+    assert outcome == "setuid" or "not readable by the worker's uid" in outcome or "chmod -R go=" in outcome
+
+
+# -- what holds in every confined mode ---------------------------------------------------------------
+def test_the_seccomp_filter_takes_the_network_but_not_unix_sockets():
+    code = textwrap.dedent("""\
+        import ctypes, socket, sys
+        sys.path.insert(0, sys.argv[1])
+        import seccomp
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
+        seccomp.deny_network()
+        socket.socketpair()
+        for family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                socket.socket(family)
+                print("open")
+            except PermissionError:
+                print("denied")
+        """)
+    from grader.sandbox import seccomp
+    if not seccomp.supported():
+        pytest.skip("no filter for this architecture")
+    done = subprocess.run([sys.executable, "-c", code, str(Path(seccomp.__file__).parent)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["denied", "denied"], done.stderr
+
+
+@pytest.mark.sandbox
+@CONFINED
+def test_forbidden_apis_refuse_however_they_are_reached(submission, tmp_path):
+    import numpy as np
+    box = Sandbox(submission, tmp_path)
+    try:
+        with pytest.raises(StudentError, match="forbids torch's attention kernel aten::_scaled_dot_product"):
+            call(box, "math", np.ones((1, 2, 3, 4)))
+        with pytest.raises(StudentError, match="forbids torch.nn.MultiheadAttention"):
+            call(box, "original")
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            # seccomp's EACCES, before the network namespace's ENETUNREACH
+            assert call(box, "connect", server.getsockname()[1]) == "PermissionError"
+    finally:
+        box.close()
+
+
+def test_the_judge_reads_forbidden_names_in_the_source():
+    assert "_scaled_dot_product_attention_math" in static_problem(
+        "import torch\ny = torch.ops.aten._scaled_dot_product_attention_math(q, k, v)\n")
+    assert "__subclasses__" in static_problem("import torch\nm = torch.nn.Module.__subclasses__()\n")
+    assert "MultiheadAttention" in static_problem("import torch.nn as nn\ngetattr(nn, 'MultiheadAttention')")
+    correct = (ROOT / "examples" / "submissions" / "correct").glob("*.py")
+    for path in [*correct, *(ROOT / "solutions").glob("*.py")]:
+        assert static_problem(path.read_text()) == "", path
+
+
+# -- the hidden phase --------------------------------------------------------------------------------------
+class _Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def close(self) -> None:
+        self.events.append("close")
+
+    def start(self) -> None:
+        self.events.append("start")
+
+
+def test_every_public_case_runs_before_any_hidden_one_in_workers_of_their_own():
+    from types import SimpleNamespace
+    cases = [SimpleNamespace(public=public) for public in (True, False, True, False, True)]
+    sandbox = _Recorder()
+    order = []
+    for index in _phases(cases, sandbox):
+        order.append(index)
+        sandbox.events.append(f"case {index}")
+    assert order == [0, 2, 4, 1, 3]
+    assert sandbox.events == ["case 0", "case 2", "case 4", "close", "start", "case 1", "case 3"]
+
+
+# -- unguessable hidden inputs -----------------------------------------------------------------------------
+def _drawn(salt: str) -> list[int]:
+    found: list[int] = []
+
+    @seed(case_seed(salt, "attention", "a_case"))
+    @settings(GRADER_SETTINGS, max_examples=40, phases=(Phase.generate,))
+    @given(seeds)
+    def draw(value: int) -> None:
+        found.append(value)
+
+    key_seeds(case_seed(salt, "attention", "a_case"))
+    draw()
+    return found
+
+
+def test_hidden_tensor_seeds_span_64_bits_and_follow_the_salt():
+    """Hypothesis favours 0, 1, 2**k...: salted, even those give seeds nobody without the salt can list."""
+    one, two = _drawn("one"), _drawn("two")
+    assert not set(one) & set(two)
+    assert all(2**32 < value < 2**64 for value in one), "not a space one could enumerate"
+
+
+# -- reports: which mode, and the student's text inert -------------------------------------------------------
+def test_every_report_names_the_sandbox_mode():
+    card = scorecard([])
+    card.sandbox = describe("userns")
+    assert "sandbox: userns (a new root without the grader" in terminal(card, "Grade")
+    assert card.to_json()["sandbox"]["mode"] == "userns"
+    from grader.instructor.gradescope import results
+    assert results(card.to_json(), [])["extra_data"]["sandbox"]["mode"] == "userns"
+    text = summary([Row("alice", Outcome.GRADED, card=card.to_json())], "0.1")
+    assert "Sandbox: userns for 1 graded" in text
+
+
+def test_student_text_is_inert_in_markdown_and_the_terminal(tmp_path, capsys):
+    payload = "<img src=x onerror=alert(1)> [click](http://evil) \x1b]0;owned\x07"
+    text = summary([Row("bob", Outcome.ERROR, f"{payload}Error: boom")], "0.1")
+    assert "<img" not in text and "](http" not in text and "\x1b" not in text
+    assert markdown_text("a_b*c") == "a\\_b\\*c"
+    archive = tmp_path / "hostile.zip"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as written:
+        written.writestr("../\x1b[2J\x1b]0;title\x07.py", "x = 1\n")
+    archive.write_bytes(buffer.getvalue())
+    assert cli.main(["grade", str(archive)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J" in err
