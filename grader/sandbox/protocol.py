@@ -81,7 +81,7 @@ def encode(value: Any) -> bytes:
         if isinstance(v, np.ndarray):
             if v.dtype.str not in DTYPES:
                 raise TypeError(f"an array of {v.dtype} cannot cross the boundary")
-            arrays.append(np.ascontiguousarray(v))
+            arrays.append(v if v.flags.c_contiguous else v.copy(order="C"))  # 0-d stays 0-d
             return {"$array": len(arrays) - 1}
         if isinstance(v, tuple):
             return {"$tuple": [pack(x, depth + 1) for x in v]}

@@ -20,12 +20,15 @@ from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, 
 
 def test_round_trip_keeps_structure_and_dtypes():
     value = {"a": (np.arange(3, dtype=np.int64), [np.ones((2, 2), np.float32), None]),
-             "b": Handle(7), "c": [1, 2.5, "x", True], "d": np.zeros(0, dtype=bool)}
+             "b": Handle(7), "c": [1, 2.5, "x", True], "d": np.zeros(0, dtype=bool), "e": np.float64(2),
+             "f": np.array(3.5), "g": np.arange(6.0).reshape(2, 3).T}
     back = decode(encode(value)[8:])
     assert isinstance(back["a"], tuple) and back["a"][0].dtype == np.int64
     assert back["a"][1][0].dtype == np.float32 and back["a"][1][1] is None
     assert isinstance(back["b"], Handle) and back["b"] == 7
     assert back["c"] == [1, 2.5, "x", True] and back["d"].dtype == bool
+    assert back["e"] == 2 and back["f"].shape == () and back["f"] == 3.5
+    assert np.array_equal(back["g"], np.arange(6.0).reshape(2, 3).T)
 
 
 def _forged(header: object, data: bytes = b"") -> bytearray:
