@@ -67,6 +67,6 @@ def public_share(card: Scorecard) -> str:
             "hidden tests run when your work is graded")
 
 
-def write_json(card: Scorecard, path: Path) -> None:
-    """The scorecard as JSON, written whole or not at all."""
-    write_atomic(Path(path), json.dumps(card.to_json(), indent=2) + "\n")
+def write_json(card: Scorecard, path: Path, extra: dict | None = None) -> None:
+    """The scorecard as JSON (with `extra`'s fields at the top level), written whole or not at all."""
+    write_atomic(Path(path), json.dumps(card.to_json() | (extra or {}), indent=2) + "\n")

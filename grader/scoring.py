@@ -12,6 +12,8 @@ class Scorecard:
     max_score: float
     components: dict[str, dict[str, float]]
     tests: list[Result] = field(default_factory=list)
+    isolation: dict = field(default_factory=dict)
+    """How the code was isolated (Sandbox.isolation()); `grader check`'s JSON shows it, not to_json()."""
 
     def to_json(self) -> dict:
         """The docs/spec.md "Grader interface" schema."""

@@ -83,6 +83,24 @@ class Limits:
         return not_set
 
 
+JUDGE_MEMORY_BYTES = 4 << 30
+"""The judge's own address space (0.9 GiB at its peak grading the correct example with every test)."""
+
+
+def limit_own_memory(limit: int = JUDGE_MEMORY_BYTES) -> None:
+    """Cap this process's address space where the platform allows it, so that a reply that got past
+    the protocol's bounds costs this grading, not the machine. Only the soft limit: the workers it
+    starts inherit it and raise it to their own."""
+    if resource is None:
+        return
+    try:
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    except (ValueError, OSError):  # macOS refuses RLIMIT_AS
+        pass
+
+
 @dataclass
 class Confinement:
     """What the judge asks of one worker (sent as JSON on the command line)."""

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 MAX_BYTES = 64 * 1024 * 1024
-MAX_HEADER_BYTES = 4 * 1024 * 1024
-"""A header holds names, numbers and the arrays' shapes (never their data): far less than this."""
+MAX_HEADER_BYTES = 1024 * 1024
+"""A header holds names, numbers and the arrays' shapes (never their data): 7.5 KB at most in a whole
+grade of the correct example."""
 MAX_DEPTH = 32
 """Nesting of lists, tuples and dicts in one message: results and fixtures are a few levels deep."""
 ALIGN = 16
