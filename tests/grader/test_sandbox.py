@@ -3,7 +3,11 @@ contract forbids is refused, and blocked modules are never imported."""
 import io
 import json
 import os
+import shutil
+import signal
 import struct
+import subprocess
+import sys
 import textwrap
 import time
 import tracemalloc
@@ -15,7 +19,9 @@ import pytest
 
 from grader.sandbox import protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
+from grader.sandbox.jail import Limits
 from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, ProtocolError, decode, encode
+from helpers import ROOT
 
 
 def test_round_trip_keeps_structure_and_dtypes():
@@ -271,3 +277,55 @@ def test_a_blocked_module_is_never_imported_again(sandbox):
 def test_the_reference_cannot_be_imported_in_the_worker(sandbox):
     with pytest.raises(StudentError, match="reference solutions cannot be imported"):
         call(sandbox, "attention.cheat")
+
+
+@pytest.mark.sandbox
+def test_a_worker_that_cannot_start_says_why(tmp_path: Path):
+    """issue 19: once only "the other side closed the channel", its log (which said why) deleted."""
+    (tmp_path / "submission").mkdir()
+    box = Sandbox(tmp_path / "submission", tmp_path, Limits(open_files=3))  # too few to import anything
+    try:
+        with pytest.raises(WorkerLost, match="the worker could not start") as lost:
+            box.ready()
+    finally:
+        box.close()
+    assert "its log ends with" in str(lost.value) and "Error" in str(lost.value)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in entry.read_bytes().decode(errors="replace") and int(entry.parent.name) != os.getpid():
+                found.append(int(entry.parent.name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_ctrl_c_stops_a_grading_within_seconds_whatever_the_worker_does(tmp_path: Path):
+    """issue 18: a worker that stopped reading once left `grader grade` deaf to Ctrl-C."""
+    submission = tmp_path / "submission"
+    shutil.copytree(ROOT / "exercises", submission)
+    (submission / "attention.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    command = [sys.executable, "-m", "grader.cli", "check", str(submission), "--timeout-scale", "100"]
+    judge = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)},  # workers' too
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_processes_mentioning(str(tmp_path))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # until the worker runs
+        time.sleep(10)  # it imports torch, then attention.py, which never returns: the judge waits on it
+        assert judge.poll() is None, "still grading"
+        judge.send_signal(signal.SIGINT)
+        _, err = judge.communicate(timeout=30)
+    finally:
+        judge.kill()
+    assert judge.returncode == 130 and "grader: interrupted" in err and "Traceback" not in err
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(tmp_path)) == [], "its workers are gone with it"
