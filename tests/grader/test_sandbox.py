@@ -312,7 +312,8 @@ def test_ctrl_c_stops_a_grading_within_seconds_whatever_the_worker_does(tmp_path
     shutil.copytree(ROOT / "exercises", submission)
     (submission / "attention.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
     command = [sys.executable, "-m", "grader.cli", "check", str(submission), "--timeout-scale", "100"]
-    judge = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)},  # workers' too
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # tmp_path is in the workers' command lines too
+    judge = subprocess.Popen(command, cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
