@@ -211,8 +211,10 @@ def test_pyproject_installs_the_grader_and_the_experiments_with_the_repositorys_
     ours = tomllib.loads((release / "pyproject.toml").read_text())
     repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert ours["project"]["name"] == PROJECT and ours["project"]["readme"] == "README.md"
-    for key in ("version", "requires-python", "dependencies", "scripts", "entry-points"):
+    for key in ("version", "requires-python", "classifiers", "dependencies", "scripts", "entry-points"):
         assert ours["project"][key] == repository[key]
+    extras = repository["optional-dependencies"]
+    assert ours["project"]["optional-dependencies"] == {"notebook": extras["notebook"]}
     assert ours["tool"]["setuptools"]["packages"]["find"]["include"] == [
         "grader", "grader.*", "experiments", "experiments.*"]
 
