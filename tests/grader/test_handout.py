@@ -20,7 +20,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from grader.release import build_release
+from grader.instructor.release import build_release
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 

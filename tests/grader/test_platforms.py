@@ -55,7 +55,8 @@ def test_the_public_check_runs_the_same_with_what_the_platform_allows(platform: 
 @pytest.mark.parametrize("platform", ["macos", "windows"])
 def test_the_default_number_of_jobs_needs_no_sched_getaffinity(platform: str, tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(IMITATION), "GRADER_IMITATE": platform}
-    probe = "import os; from grader.runner import default_workers; print(default_workers(), os.cpu_count())"
+    probe = ("import os; from grader.instructor.runner import default_workers; "
+             "print(default_workers(), os.cpu_count())")
     done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
