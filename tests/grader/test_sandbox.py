@@ -283,7 +283,7 @@ def test_the_reference_cannot_be_imported_in_the_worker(sandbox):
 def test_a_worker_that_cannot_start_says_why(tmp_path: Path):
     """issue 19: once only "the other side closed the channel", its log (which said why) deleted."""
     (tmp_path / "submission").mkdir()
-    box = Sandbox(tmp_path / "submission", tmp_path, Limits(open_files=3))  # too few to import anything
+    box = Sandbox(tmp_path / "submission", tmp_path, limits=Limits(open_files=3))  # too few for any import
     try:
         with pytest.raises(WorkerLost, match="the worker could not start") as lost:
             box.ready()
