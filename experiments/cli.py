@@ -23,6 +23,7 @@ from grader.submission import SubmissionError, unpack
 
 from . import report
 from .common import Impl
+from .preflight import missing
 from .presets import preset
 from .report import Output
 from .runner import Cache, default_jobs, run_all
@@ -76,8 +77,8 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the studies; 0 when the report was written (stubbed exercises are skipped, not failures),
-    1 when some run raised an error, 2 when the implementation could not be loaded."""
+    """Run the studies; 0 when the report was written, 1 when some run raised an error, 2 when the
+    implementation could not be loaded or a study calls a part still left as a stub (before any run)."""
     start = time.perf_counter()
     config = preset("quick" if args.quick else "full", args.seeds)
     out = Path(args.out)
@@ -89,13 +90,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: cannot load implementation {args.impl!r}: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
             return 2
-        studies = [importlib.import_module(f"{__package__}.{name}") for name in (args.only or STUDIES)]
+        names = args.only or list(STUDIES)
+        blocked = missing(impl, names)  # before any run: a study that would only be skipped is not run
+        if len(blocked) == len(names):
+            _say_what_is_missing(blocked)
+            return 2
+        studies = [importlib.import_module(f"{__package__}.{name}") for name in names]
         planned = [(study, study.runs(config[_key(study)])) for study in studies]
-        flat = [r for _, rs in planned for r in rs]
+        flat = [r for study, rs in planned if _key(study) not in blocked for r in rs]
         print(f"grader experiments: {len(flat)} runs on {impl.directory} "
               f"({'quick' if args.quick else 'full'} preset, {args.jobs} worker(s))", file=sys.stderr)
         try:
-            outcomes = run_all(flat, impl, Cache(out / "runs", impl.digest), jobs=args.jobs)
+            done = iter(run_all(flat, impl, Cache(out / "runs", impl.digest), jobs=args.jobs))
+            outcomes = [_not_run(blocked[_key(study)]) if _key(study) in blocked else next(done)
+                        for study, rs in planned for _ in rs]
         except KeyboardInterrupt:
             print(f"\ninterrupted: finished runs are cached in {out / 'runs'}; "
                   "rerun the same command to resume", file=sys.stderr)
@@ -120,6 +128,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {problem} (the report needs nbconvert: pip install nbconvert)", file=sys.stderr)
     print("wrote " + ", ".join(str(path) for path in written.values()), file=sys.stderr)
     return 1 if any(s.errors for s in sections) else 0
+
+
+def _say_what_is_missing(blocked: dict[str, list[str]]) -> None:
+    print("grader experiments: nothing was run: every study calls parts that are not written yet",
+          file=sys.stderr)
+    for study, lines in blocked.items():
+        print(f"  {study}: " + "; ".join(lines), file=sys.stderr)
+
+
+def _not_run(stubs: list[str]) -> dict:
+    """The outcome of each run of a study that calls a stub: skipped, without running."""
+    return {"status": "skipped", "message": "; ".join(stubs), "cached": False}
 
 
 def _duration(seconds: float) -> str:

@@ -45,6 +45,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .results import safe_text
     from .salt import SaltUnavailable
     from .sandbox.client import SandboxUnavailable
+    from .sandbox.jail import limit_own_memory
     from .submission import SubmissionError, special_files
     from .suites import HiddenTestsMissing
 
@@ -57,6 +58,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     for name in special_files(Path(path)) if Path(path).is_dir() else ():  # the sandbox copy leaves them out
         print(f"grader: left out {safe_text(name)}: not a regular file (a FIFO, a device or a socket)",
               file=sys.stderr)
+    limit_own_memory()
     try:
         card = grade(Path(path), grade_options(args, public_only), on_result=progress)
     except SubmissionError as error:
@@ -65,10 +67,14 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     except (HiddenTestsMissing, SaltUnavailable, SandboxUnavailable) as error:
         print(f"grader: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # grade() has killed its worker on the way out
+        print("\ngrader: interrupted", file=sys.stderr)
+        return 130
     print(file=sys.stderr)
     print(terminal(card, safe_text(f"{title}: {path}")))
     if public_only:
         print(f"\n{public_share(card)}")
+        print(f"isolation: {card.sandbox['summary']}")
     if args.json:  # last: the grading and its report went through, and every worker is dead
         write_json(card, Path(args.json))
     return 0

@@ -69,12 +69,15 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
         directory = unpack(Path(submission), Path(scratch))
         sandbox = Sandbox(directory, Path(work), options.timeout_scale, hidden=not options.public_only,
                           unsafe_no_sandbox=options.unsafe_no_sandbox)
-        sandbox.start()  # the worker imports torch while this process does, just below
-        from .judge import judge
-        from .scoring import scorecard
+        try:
+            sandbox.start()  # the worker imports torch while this process does, just below
+            from .judge import judge
+            from .scoring import scorecard
 
-        card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
-                               timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox,
-                               deadline=deadline))
-        card.sandbox = sandbox.report
+            card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
+                                   timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox,
+                                   deadline=deadline))
+        finally:  # the judge closes it too: this is for an interruption (Ctrl-C) before the judge runs
+            sandbox.close()
+        card.sandbox = sandbox.isolation()
         return card

@@ -13,7 +13,8 @@ class Scorecard:
     components: dict[str, dict[str, float]]
     tests: list[Result] = field(default_factory=list)
     sandbox: dict | None = None
-    """The sandbox mode the tests ran in and what it isolates (client.describe)."""
+    """The sandbox the tests ran in: its mode, what it isolates, one line for a student, and the
+    limits this platform refused (Sandbox.isolation())."""
 
     def to_json(self) -> dict:
         """The docs/spec.md "Grader interface" schema, and the sandbox it ran in."""

@@ -27,15 +27,22 @@ GUIDE = """\
 Each part below has one cell per file that starts with `%%writefile NAME.py`. Fill in what raises
 `NotImplementedError`, run the cell (it writes `NAME.py` next to this notebook), then run the part's
 check cell: it runs `grader check` on this notebook's folder, the public tests of that part only.
-The grader must be installed in this kernel's environment (`pip install` the lab's release).
+The grader must be installed in this kernel's environment: the setup cell installs it from the
+lab's zip (`lab.zip`, next to this notebook) where it is not, e.g. on Colab.
 
 The filled-in notebook is itself a submission: the grader reads every cell that starts with
 `%%writefile NAME.py` (a later cell for the same file replaces it, `%%writefile -a` appends) and
 ignores all other cells."""
 
 SETUP = """\
-# Run this cell first: the check cells call the grader with this kernel's Python.
-import sys"""
+# Run this cell first: the check cells call the grader with this kernel's Python. Where the lab is not
+# installed (Colab), it installs it from lab.zip next to this notebook, keeping the torch already there.
+import importlib.util
+import subprocess
+import sys
+
+if importlib.util.find_spec("grader") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "lab.zip"], check=True)"""
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 

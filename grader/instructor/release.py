@@ -25,6 +25,8 @@ INSTRUCTOR_ONLY = (INSTRUCTOR_PATH, Path("grader/suites/hidden"))
 """What of PACKAGES the release leaves out, with all below: the instructors' package (this builder
 among them) and the hidden tests (the door to the reference and the salt among them)."""
 DOCS = ("spec.md", "grading.md")
+STUDENT_EXTRAS = ("notebook",)
+"""The repository's extras that the release offers too (pip install -e ".[notebook]")."""
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "*.egg-info")
 _RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
 
@@ -63,14 +65,18 @@ def _check_target(out: Path, archive: Path, force: bool, repo: Path) -> None:
 
 
 def _pyproject(repo: Path) -> str:
-    """The release's pyproject.toml: the repository's version, dependencies, script and plugin commands."""
+    """The release's pyproject.toml: the repository's version, Python versions, dependencies, the
+    students' extras, script and plugin commands."""
     project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
     toml = json.dumps  # a JSON string or list of strings is valid TOML
     lines = ["[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
              "[project]", f"name = {toml(PROJECT)}", f"version = {toml(project['version'])}",
              'description = "Module 9 Transformer lab: the exercises and the public tests (student release)"',
              'readme = "README.md"', f"requires-python = {toml(project['requires-python'])}",
-             f"dependencies = {toml(project['dependencies'])}", "", "[project.scripts]"]
+             f"classifiers = {toml(project['classifiers'])}",
+             f"dependencies = {toml(project['dependencies'])}", "", "[project.optional-dependencies]"]
+    lines += [f"{name} = {toml(project['optional-dependencies'][name])}" for name in STUDENT_EXTRAS]
+    lines += ["", "[project.scripts]"]
     lines += [f"{toml(name)} = {toml(target)}" for name, target in project["scripts"].items()]
     for group, points in project.get("entry-points", {}).items():
         lines += ["", f"[project.entry-points.{toml(group)}]"]

@@ -265,8 +265,8 @@ def grade_job(job: Job) -> dict:
 
 
 def default_workers() -> int:
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0))
+    """The cores this process may use (all of them where the platform cannot say: macOS, Windows)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 @contextmanager

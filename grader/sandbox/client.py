@@ -5,7 +5,12 @@ as the machine allows (`mode()`, docs/grading.md "Threat model"), with its outpu
 log file rather than to the judge. A crash, exit, hang or oversized reply costs the call that
 caused it (WorkerLost); the next call starts a new worker. When a worker is done with or lost,
 it and every process it started are killed before anything else happens.
+
+The judge talks to a worker over the worker's stdin and stdout (a Channel: every read and write
+has a deadline); the worker's own output goes to its log. Linux, macOS and Windows all run it
+("plain" mode off Linux), each with the limits it supports (jail.py).
 """
+import contextlib
 import functools
 import importlib.util
 import itertools
@@ -19,13 +24,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ..results import safe_text
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
 from . import seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
-from .protocol import Deadline, ProtocolError, receive, send
+from .protocol import Channel, Deadline, ProtocolError
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -50,6 +57,9 @@ _HIDDEN_PACKAGES = ("grader", "solutions")
 _uids = itertools.count()
 _NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
 """No network; SysV IPC and message queues of its own (gone with it); every process dies with the first."""
+_LOG_TAIL_BYTES = 2000
+_WINDOWS_VARIABLES = ("SYSTEMROOT", "PATH")
+"""What Python needs of the environment on Windows (SYSTEMROOT: its random numbers; PATH: DLLs)."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -77,6 +87,8 @@ def mode() -> str:
             raise SandboxUnavailable(f"{MODE_VARIABLE}={asked!r} is not a sandbox mode: choose one of "
                                      f"{', '.join(MODES)} (or unset it to take the strongest that works)")
         return asked
+    if sys.platform != "linux":  # namespaces, setuid workers and /proc are Linux's
+        return "plain"
     if os.geteuid() == 0 and _uid_pool() is not None:
         return "root" if _runs([*_launcher("root"), "true"]) else "setuid"
     return "userns" if _runs([*_launcher("userns"), "true"]) else "plain"
@@ -302,6 +314,22 @@ def _kill_uid(uid: int) -> None:
         time.sleep(0.01)
 
 
+def _kill_tree(pid: int) -> None:
+    """Kill a process and every process it started: its process group where the platform has them
+    (it leads one), and each descendant found, those that left the group too (on Windows, the only way)."""
+    try:
+        root = psutil.Process(pid)
+        descendants = root.children(recursive=True)
+    except psutil.Error:
+        return
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    for process in (root, *descendants):
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+
+
 def _uid_of(process: Path) -> int | None:
     try:
         for line in (process / "status").read_text().splitlines():
@@ -310,6 +338,22 @@ def _uid_of(process: Path) -> int | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+_ISOLATION = {
+    "root": "your code runs in a separate process, as a user of its own, with no network and no view of "
+            "other files",
+    "setuid": "your code runs in a separate process, as a user of its own",
+    "userns": "your code runs in a separate process, in namespaces of its own (no network)",
+    "plain": "your code runs in a separate process",
+}
+
+
+def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:
+    """One line for the student: how their code is isolated, and which limits this platform refused."""
+    memory = not any(note.startswith("memory") for note in not_set)
+    text = f"{_ISOLATION[confinement_mode]}, with time{' and memory' if memory else ''} limits"
+    return text + (f" (not available here: {'; '.join(not_set)})" if not_set else "")
 
 
 class WorkerLost(RuntimeError):
@@ -358,8 +402,6 @@ class Worker:
                                   submission=str(area / "submission"), home=str(home),
                                   uid=self.uid or 0, gid=_worker_gid() if self.uid else 0, limits=limits)
         in_jail = self.mode in ("root", "userns")
-        request_read, self._request = os.pipe()
-        self._reply, reply_write = os.pipe()
         env = {
             "PATH": "/usr/bin:/bin",
             "HOME": f"{SANDBOX}/home" if in_jail else str(home),
@@ -370,33 +412,37 @@ class Worker:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         }
+        if sys.platform == "win32":
+            env |= {name: os.environ[name] for name in _WINDOWS_VARIABLES if name in os.environ}
         log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=area.parent)
         self.log_path = Path(log_name)
         # One control group for it and all it starts, where the machine allows (as root)
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
             if self.uid is not None else None
         command = [*(self.group.join_command() if self.group else []), *_launcher(self.mode), sys.executable,
-                   "-P", "-s", "-m", f"{CODE_PACKAGE}.jail", confinement.to_json(), str(request_read),
-                   str(reply_write), confinement.submission, ",".join(sorted(blocked))]
-        try:
-            self.process = subprocess.Popen(command, pass_fds=(request_read, reply_write), env=env, cwd=home,
-                                            stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                   "-P", "-s", "-m", f"{CODE_PACKAGE}.jail", confinement.to_json(), confinement.submission,
+                   ",".join(sorted(blocked))]
+        try:  # start_new_session: a process group of its own on POSIX (Windows ignores it)
+            self.process = subprocess.Popen(command, bufsize=0, env=env, cwd=home, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=log_fd, start_new_session=True)
         except OSError:
             if self.group:
                 self.group.remove()
             raise
         finally:
-            for fd in (log_fd, request_read, reply_write):
-                os.close(fd)
+            os.close(log_fd)
+        self.channel = Channel(self.process.stdin, self.process.stdout)
         self._ready = False
+        self.not_set: list[str] = []
+        """The limits the worker could not set on this platform (its first message says)."""
 
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise."""
+        self.wait_ready()  # start-up is not charged to the call
         try:
-            self.wait_ready()  # start-up is not charged to the call
-            send(self._request, message)
-            reply = receive(self._reply, time.monotonic() + timeout)
+            deadline = time.monotonic() + timeout
+            self.channel.send(message, deadline)
+            reply = self.channel.receive(deadline)
         except Deadline:
             self.close()
             raise WorkerLost(f"timed out after {timeout:.0f} s (an infinite loop, or far too slow?)",
@@ -415,10 +461,31 @@ class Worker:
         return reply["ok"]
 
     def wait_ready(self) -> None:
-        """Block until the worker has imported what it needs (its first message)."""
-        if not self._ready:
-            receive(self._reply, time.monotonic() + BUDGETS.worker_start)
-            self._ready = True
+        """Block until the worker has imported what it needs (its first message); WorkerLost, with
+        the end of its log, if it could not."""
+        if self._ready:
+            return
+        try:
+            first = self.channel.receive(time.monotonic() + BUDGETS.worker_start)
+            if not (isinstance(first, dict) and first.get("ready") is True
+                    and isinstance(first.get("not_set"), list)):
+                raise ProtocolError("its first message is not the one it sends when ready")
+        except (Deadline, EOFError, OSError, ProtocolError) as error:
+            self.close()  # first: then its log says all it will
+            tail = self.log_tail()
+            raise WorkerLost(f"the worker could not start: {error}"
+                             + (f"; its log ends with:\n{tail}" if tail else " (its log is empty)")) from None
+        self.not_set = [safe_text(text, 200) for text in first["not_set"][:10]]
+        self._ready = True
+
+    def log_tail(self) -> str:
+        """The end of the worker's log (what it printed, and why it stopped, if it said), safe to show."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+                return safe_text(log.read().decode("utf-8", "replace").strip(), _LOG_TAIL_BYTES)
+        except OSError:
+            return ""
 
     def _death_reason(self, error: BaseException) -> str:
         code = self.process.returncode
@@ -445,12 +512,7 @@ class Worker:
             _kill_uid(self.uid)  # "setuid" mode has no PID namespace; in "root" mode this finds none
         if self.group:
             self.group.remove()
-        for fd in (self._request, self._reply):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._request = self._reply = -1
+        self.channel.close()
 
     def _kill(self) -> None:
         if self.mode in ("root", "userns"):
@@ -466,10 +528,7 @@ class Worker:
             except ProcessLookupError:
                 pass
         else:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_tree(self.process.pid)
 
 
 class Sandbox:
@@ -498,6 +557,8 @@ class Sandbox:
                 folder.chmod(0o711)
         self.worker: Worker | None = None
         self.blocked: frozenset[str] = frozenset()
+        self.not_set: list[str] = []
+        """The limits this platform refused (the last ready worker's word)."""
 
     def start(self) -> None:
         """Start a worker now, so that its imports overlap the judge's own work."""
@@ -515,18 +576,25 @@ class Sandbox:
         self.start()
         try:
             self.worker.wait_ready()
-        except (Deadline, EOFError, OSError, ProtocolError) as error:
-            self.close()
-            raise WorkerLost(f"the worker could not start: {error}") from None
+        except WorkerLost:
+            self.worker = None
+            raise
+        self.not_set = self.worker.not_set
 
     def request(self, message: dict, timeout: float) -> Any:
-        self.start()
+        self.ready()
         worker = self.worker
         try:
             return worker.request(message, timeout)
         except WorkerLost:
             self.worker = None
             raise
+
+    def isolation(self) -> dict:
+        """How this sandbox isolated the student's code, for every report: its mode and what it
+        isolates (describe), one line a student can read, and the limits this platform refused."""
+        return {**self.report, "summary": isolation_summary(self.mode, self.not_set),
+                "not_set": list(self.not_set)}
 
     def close(self) -> None:
         if self.worker is not None:

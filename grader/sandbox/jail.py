@@ -16,18 +16,29 @@ the Confinement it is given and then runs worker.main in the same process:
 - "plain": nothing but the limits below.
 
 Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
-CPython documents as unsafe in a process with threads).
+CPython documents as unsafe in a process with threads), each where the platform has it: macOS
+refuses RLIMIT_AS, Windows has no `resource` module. The worker tells the judge which it could
+not set, and `grader check` says so.
+
+Before anything else, the worker takes the judge's pipes (its stdin and stdout) as private files,
+and points stdout at its log: nothing the student's code prints reaches the judge.
 """
 import ctypes
 import ctypes.util
 import errno
+import functools
+import io
 import json
 import os
-import resource
 import select
 import signal
 import sys
 from dataclasses import dataclass, field
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
 
 from . import seccomp
 
@@ -59,18 +70,45 @@ class Limits:
     open_files: int = 256
     cpu_seconds: int = 0  # set by the judge from its budgets (spec.Budgets.worker_cpu_seconds); 0: none
 
-    def apply(self, per_uid: bool) -> None:
-        """Set them; the process limit only where the worker has a uid of its own (`per_uid`): it
-        counts every process of the uid, a whole desktop session's for a student's own."""
-        limits = {resource.RLIMIT_AS: self.memory_bytes, resource.RLIMIT_FSIZE: self.file_bytes,
-                  resource.RLIMIT_NOFILE: self.open_files, resource.RLIMIT_CORE: 0}
+    def apply(self, per_uid: bool) -> list[str]:
+        """Set each that the platform allows; the process limit only where the worker has a uid of its
+        own (`per_uid`): it counts every process of the uid, a whole desktop session's for a student's
+        own. Returns the limits not set, each as "what (why)"."""
+        limits = {"memory": ("RLIMIT_AS", self.memory_bytes), "output": ("RLIMIT_FSIZE", self.file_bytes),
+                  "open files": ("RLIMIT_NOFILE", self.open_files), "core dumps": ("RLIMIT_CORE", 0)}
         if self.cpu_seconds:
-            limits[resource.RLIMIT_CPU] = self.cpu_seconds
+            limits["CPU time"] = ("RLIMIT_CPU", self.cpu_seconds)
         if per_uid:
-            limits[resource.RLIMIT_NPROC] = self.processes
-        for name, value in limits.items():
-            resource.setrlimit(name, (value, value))
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past file_bytes fails (EFBIG), not the worker
+            limits["processes"] = ("RLIMIT_NPROC", self.processes)
+        if resource is None:
+            return [f"{what} (no resource module)" for what in limits]
+        not_set = []
+        for what, (name, value) in limits.items():
+            try:
+                resource.setrlimit(getattr(resource, name), (value, value))
+            except (AttributeError, ValueError, OSError) as error:  # e.g. macOS: ValueError for RLIMIT_AS
+                not_set.append(f"{what} ({name}: {error or type(error).__name__})")
+        if hasattr(signal, "SIGXFSZ"):  # a write past file_bytes fails (EFBIG), not the worker
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        return not_set
+
+
+JUDGE_MEMORY_BYTES = 4 << 30
+"""The judge's own address space (0.9 GiB at its peak grading the correct example with every test)."""
+
+
+def limit_own_memory(limit: int = JUDGE_MEMORY_BYTES) -> None:
+    """Cap this process's address space where the platform allows it, so that a reply that got past
+    the protocol's bounds costs this grading, not the machine. Only the soft limit: the workers it
+    starts inherit it and raise it to their own."""
+    if resource is None:
+        return
+    try:
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    except (ValueError, OSError):  # macOS refuses RLIMIT_AS
+        pass
 
 
 @dataclass
@@ -97,12 +135,15 @@ class Confinement:
         return cls(**{**data, "limits": Limits(**data["limits"])})
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """Linux's C library (only "root" and "setuid" modes call it, which only Linux has)."""
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     encode = lambda text: None if text is None else text.encode()  # noqa: E731
-    if _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)) != 0:
+    if _libc().mount(encode(source), encode(target), encode(fstype), flags, encode(data)) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"mount {source} on {target}: {os.strerror(error)}")
 
@@ -161,7 +202,7 @@ def build_root(c: Confinement) -> None:
             _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0555")
     _bind(c.submission, _inside(c.root, f"{SANDBOX}/submission"))
     _bind(f"{writable}/home", _inside(c.root, f"{SANDBOX}/home"), writable=True)
-    if _libc.umount2(writable.encode(), _MNT_DETACH) != 0:  # reached only through the two binds now
+    if _libc().umount2(writable.encode(), _MNT_DETACH) != 0:  # reached only through the two binds now
         raise OSError(ctypes.get_errno(), f"umount {writable}")
     os.rmdir(writable)
     for name in _DEVICES:
@@ -186,16 +227,16 @@ def become_worker(c: Confinement) -> None:
 def drop_capabilities() -> None:
     """Give up every capability for good (root of a user namespace keeps its uid: it has no other)."""
     for capability in range(64):
-        if _libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        if _libc().prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    _libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
-    if _libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # effective, permitted, inheritable: none
+    if _libc().capset(header, (ctypes.c_uint32 * 6)()) != 0:  # effective, permitted, inheritable: none
         raise OSError(ctypes.get_errno(), "capset")
 
 
 def no_new_privileges() -> None:
-    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
@@ -204,7 +245,7 @@ def stay_with_parent(request_fd: int) -> None:
     change cleared the parent-death signal (prctl(2)), so set it again; then, in case the judge went
     before that, look at the request pipe: its only writer is the judge, so it is hung up once the
     judge is gone (and a process exits its files before its children get their signal)."""
-    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    if _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     poller = select.poll()
     poller.register(request_fd, select.POLLIN)
@@ -212,17 +253,31 @@ def stay_with_parent(request_fd: int) -> None:
         os._exit(1)
 
 
+def take_channel() -> tuple[io.FileIO, io.FileIO]:
+    """The judge's pipes (stdin, stdout) as private files, not inherited by what the worker starts;
+    stdin then reads nothing and stdout writes to the log (stderr)."""
+    requests, replies = io.FileIO(os.dup(0), "rb"), io.FileIO(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return requests, replies
+
+
 def main(argv: list[str]) -> None:
+    requests, replies = take_channel()
     confinement = Confinement.from_json(argv[0])
     worker_args = argv[1:]
     if confinement.mode in ("root", "userns"):
         build_root(confinement)
         enter_root(confinement)
-        worker_args = [*worker_args[:2], f"{SANDBOX}/submission", *worker_args[3:]]
-    confinement.limits.apply(per_uid=confinement.mode in ("root", "setuid"))
+        worker_args = [f"{SANDBOX}/submission", *worker_args[1:]]
+    not_set = confinement.limits.apply(per_uid=confinement.mode in ("root", "setuid"))
+    if not_set:
+        print(f"limits not set on this platform: {', '.join(not_set)}", file=sys.stderr, flush=True)
     if confinement.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
         become_worker(confinement)
-        stay_with_parent(int(worker_args[0]))
+        stay_with_parent(requests.fileno())
     elif confinement.mode == "userns":
         drop_capabilities()
     if confinement.mode != "plain":
@@ -231,7 +286,7 @@ def main(argv: list[str]) -> None:
             seccomp.deny_network()
     from .worker import main as serve  # torch and the submission come only now
 
-    serve(worker_args)
+    serve(requests, replies, worker_args, confinement.limits, not_set)
 
 
 if __name__ == "__main__":

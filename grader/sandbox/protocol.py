@@ -1,22 +1,43 @@
-"""Messages across the sandbox boundary: data only, never pickle.
+"""Messages across the sandbox boundary: data only, never pickle, and bounded before they are allocated.
 
-A message is an 8-byte big-endian length, then a JSON header (length-prefixed too), then an
-.npz archive of the message's arrays, read back with allow_pickle=False. In the JSON, an array
-stands as {"$array": name} and a worker-side object as {"$handle": id}; tuples travel as
-{"$tuple": [...]}, so (out, weights) comes back as a tuple. Nothing in a message can execute
-code when read, and a message larger than MAX_BYTES is refused.
+A message is an 8-byte big-endian length, then a JSON header (length-prefixed too), then the raw
+bytes of the message's arrays, each at an offset aligned to ALIGN. The header is
+{"value": ..., "arrays": [[dtype, shape], ...]}: in the value, an array stands as {"$array": i}
+(the i-th of "arrays"), a worker-side object as {"$handle": id}, and tuples travel as
+{"$tuple": [...]}, so (out, weights) comes back as a tuple. Nothing in a message can execute code
+when read, and nothing is allocated that the message does not hold: the reader refuses a message
+longer than MAX_BYTES before reading it, a header longer than MAX_HEADER_BYTES or nested deeper
+than MAX_DEPTH, a dtype other than DTYPES' plain numbers and booleans, and shapes whose bytes do not
+add up to exactly the bytes that came. What a reader allocates is the message itself (its arrays
+are views of it) and the JSON's objects.
+
+Channel is the judge's end of a worker's pipes: every read and write it does has a deadline, on
+every platform (threads do the blocking I/O, so a worker that stops reading or writing never
+blocks the judge), and a wait can be interrupted (Ctrl-C) within WAKE_SECONDS.
 """
 import io
 import json
-import os
-import select
+import math
+import queue
 import struct
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
 MAX_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 1024 * 1024
+"""A header holds names, numbers and the arrays' shapes (never their data): 7.5 KB at most in a whole
+grade of the correct example."""
+MAX_DEPTH = 32
+"""Nesting of lists, tuples and dicts in one message: results and fixtures are a few levels deep."""
+ALIGN = 16
+DTYPES = frozenset(np.dtype(name).str for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128"))
+"""What arrays may hold: the numbers torch tensors hold, in this machine's byte order."""
+WAKE_SECONDS = 0.25
 SLOW_IMPORT = "torch._dynamo"
 """Imported by the first optimizer built, which takes a second: the judge imports it before hidden cases
 (they build optimizers), the worker in the background when told cases that do come next ("warm")."""
@@ -45,96 +66,208 @@ class Handle(int):
         return handle
 
 
-def encode(value: Any) -> bytes:
-    """One message: JSON structure plus an .npz of every array in it."""
-    arrays: dict[str, np.ndarray] = {}
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
 
-    def pack(v: Any) -> Any:
+
+def encode(value: Any) -> bytes:
+    """One message, length included: the JSON structure, then every array's bytes."""
+    arrays: list[np.ndarray] = []
+
+    def pack(v: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(v, Handle):
             return {"$handle": int(v), "kind": v.kind}
         if isinstance(v, np.ndarray):
-            name = f"a{len(arrays)}"
-            arrays[name] = v
-            return {"$array": name}
+            if v.dtype.str not in DTYPES:
+                raise TypeError(f"an array of {v.dtype} cannot cross the boundary")
+            arrays.append(v if v.flags.c_contiguous else v.copy(order="C"))  # 0-d stays 0-d
+            return {"$array": len(arrays) - 1}
         if isinstance(v, tuple):
-            return {"$tuple": [pack(x) for x in v]}
+            return {"$tuple": [pack(x, depth + 1) for x in v]}
         if isinstance(v, list):
-            return [pack(x) for x in v]
+            return [pack(x, depth + 1) for x in v]
         if isinstance(v, dict):
             if not all(isinstance(k, str) for k in v):
                 raise TypeError("only str keys cross the boundary")
-            return {k: pack(x) for k, x in v.items()}
+            return {k: pack(x, depth + 1) for k, x in v.items()}
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, (np.generic,)):
             return v.item()
         raise TypeError(f"{type(v).__name__} cannot cross the boundary")
 
-    header = json.dumps(pack(value)).encode()
-    buffer = io.BytesIO()
-    if arrays:
-        np.savez(buffer, **arrays)
-    body = _LENGTH.pack(len(header)) + header + buffer.getvalue()
-    if len(body) > MAX_BYTES:
-        raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_BYTES}")
-    return _LENGTH.pack(len(body)) + body
+    packed = pack(value, 0)
+    header = json.dumps({"value": packed, "arrays": [[a.dtype.str, list(a.shape)] for a in arrays]}).encode()
+    if len(header) > MAX_HEADER_BYTES:
+        raise ProtocolError(f"a header of {len(header)} bytes exceeds {MAX_HEADER_BYTES}")
+    body = io.BytesIO()
+    body.write(_LENGTH.pack(len(header)) + header)
+    for array in arrays:
+        body.write(bytes(_aligned(body.tell()) - body.tell()))
+        body.write(array.data)
+    if body.tell() > MAX_BYTES:
+        raise ProtocolError(f"message of {body.tell()} bytes exceeds {MAX_BYTES}")
+    return _LENGTH.pack(body.tell()) + body.getvalue()
 
 
-def decode(body: bytes) -> Any:
-    """The value encode() wrote; arrays are read with allow_pickle=False."""
+def decode(body: bytearray | bytes) -> Any:
+    """The value encode() wrote; ProtocolError for anything else, before allocating for it."""
+    if len(body) < _LENGTH.size:
+        raise ProtocolError("a message shorter than its header's length")
     (header_length,) = _LENGTH.unpack_from(body)
-    header = json.loads(body[_LENGTH.size:_LENGTH.size + header_length])
-    rest = body[_LENGTH.size + header_length:]
-    arrays = {}
-    if rest:
-        with np.load(io.BytesIO(rest), allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
+    if header_length > min(MAX_HEADER_BYTES, len(body) - _LENGTH.size):
+        raise ProtocolError(f"a header of {header_length} bytes in a message of {len(body)}")
+    try:
+        header = json.loads(bytes(body[_LENGTH.size:_LENGTH.size + header_length]))
+        value, layout = header["value"], header["arrays"]
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
+        raise ProtocolError(f"malformed header: {error!r}"[:200]) from None
+    arrays = _arrays(body, _LENGTH.size + header_length, layout)
 
-    def unpack(v: Any) -> Any:
+    def unpack(v: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(v, list):
-            return [unpack(x) for x in v]
+            return [unpack(x, depth + 1) for x in v]
         if isinstance(v, dict):
-            if set(v) == {"$array"}:
+            if set(v) == {"$array"} and type(v["$array"]) is int and 0 <= v["$array"] < len(arrays):
                 return arrays[v["$array"]]
-            if set(v) == {"$handle", "kind"}:
+            if set(v) == {"$handle", "kind"} and type(v["$handle"]) is int:
                 return Handle(v["$handle"], str(v["kind"]))
-            if set(v) == {"$tuple"}:
-                return tuple(unpack(x) for x in v["$tuple"])
-            return {k: unpack(x) for k, x in v.items()}
+            if set(v) == {"$tuple"} and isinstance(v["$tuple"], list):
+                return tuple(unpack(x, depth + 1) for x in v["$tuple"])
+            return {k: unpack(x, depth + 1) for k, x in v.items()}
         return v
 
-    return unpack(header)
+    return unpack(value, 0)
 
 
-def send(fd: int, value: Any) -> None:
-    """Write one message to a file descriptor."""
+def _arrays(body: bytearray | bytes, offset: int, layout: Any) -> list[np.ndarray]:
+    """The arrays `layout` declares, as views of `body`, once their sizes add up to the bytes there."""
+    if not isinstance(layout, list):
+        raise ProtocolError("malformed header: no list of arrays")
+    views = []
+    for entry in layout:
+        if not (isinstance(entry, list) and len(entry) == 2 and entry[0] in DTYPES
+                and isinstance(entry[1], list) and len(entry[1]) <= MAX_DEPTH
+                and all(type(n) is int and n >= 0 for n in entry[1])):
+            raise ProtocolError(f"an array declared as {str(entry)[:80]}")
+        dtype, shape = np.dtype(entry[0]), tuple(entry[1])
+        offset = _aligned(offset)
+        size = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+        if offset + size > len(body):
+            raise ProtocolError("the arrays declared are larger than the message")
+        views.append(np.frombuffer(body, dtype, math.prod(shape), offset).reshape(shape))
+        offset += size
+    if offset != len(body):
+        raise ProtocolError("bytes left after the last array")
+    return views
+
+
+def send(stream: io.RawIOBase, value: Any) -> None:
+    """Write one message to an unbuffered binary stream (blocking: the worker's side)."""
     data = memoryview(encode(value))
     while data:
-        written = os.write(fd, data)
-        data = data[written:]
+        data = data[stream.write(data):]
 
 
-def receive(fd: int, deadline: float | None = None) -> Any:
-    """Read one message; Deadline if it has not all arrived by `deadline` (time.monotonic())."""
-    (length,) = _LENGTH.unpack(_read_exactly(fd, _LENGTH.size, deadline))
+def read_message(stream: io.RawIOBase) -> bytearray:
+    """Read one message's body (blocking); its length is checked before anything is allocated for it."""
+    (length,) = _LENGTH.unpack(_read_exactly(stream, bytearray(_LENGTH.size)))
     if length > MAX_BYTES:
         raise ProtocolError(f"message of {length} bytes exceeds {MAX_BYTES}")
-    try:
-        return decode(_read_exactly(fd, length, deadline))
-    except (ValueError, KeyError, struct.error) as error:
-        raise ProtocolError(f"malformed message: {error}") from error
+    return _read_exactly(stream, bytearray(length))
 
 
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
-    chunks, remaining = [], n
-    while remaining:
-        if deadline is not None:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0 or not select.select([fd], [], [], timeout)[0]:
-                raise Deadline("no answer in time")
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
+def receive(stream: io.RawIOBase) -> Any:
+    """Read and decode one message (blocking: the worker's side)."""
+    return decode(read_message(stream))
+
+
+def _read_exactly(stream: io.RawIOBase, buffer: bytearray) -> bytearray:
+    view, done = memoryview(buffer), 0
+    while done < len(buffer):
+        n = stream.readinto(view[done:done + (1 << 20)])
+        if not n:
             raise EOFError("the other side closed the channel")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        done += n
+    return buffer
+
+
+class Channel:
+    """Messages to and from a process over two pipes, each read and write bounded by a deadline.
+
+    One thread writes what send() queues, another reads one message each time receive() asks for
+    one (so no more than one message is ever held unasked). Each thread closes its own pipe when it
+    ends (the other side gone, or close()), never while it is still blocked on it.
+    """
+
+    def __init__(self, to_process: io.RawIOBase, from_process: io.RawIOBase):
+        self._outgoing: queue.Queue[bytes | None] = queue.Queue()
+        self._written: queue.Queue[BaseException | None] = queue.Queue()
+        self._wanted = threading.Semaphore(0)
+        self._incoming: queue.Queue[bytearray | BaseException] = queue.Queue()
+        self._closed = False
+        self._asked = False  # a read was asked for and its message not yet taken
+        threading.Thread(target=self._write_loop, args=(to_process,), daemon=True).start()
+        threading.Thread(target=self._read_loop, args=(from_process,), daemon=True).start()
+
+    def send(self, value: Any, deadline: float) -> None:
+        """Queue one message and wait until it is written; Deadline if not by `deadline`."""
+        self._outgoing.put(encode(value))
+        error = _wait(self._written, deadline)
+        if error is not None:
+            raise error
+
+    def receive(self, deadline: float) -> Any:
+        """The next message; Deadline if it has not all arrived by `deadline` (time.monotonic())."""
+        if not self._asked:
+            self._asked = True
+            self._wanted.release()
+        body = _wait(self._incoming, deadline)
+        self._asked = False
+        if isinstance(body, BaseException):
+            raise body
+        return decode(body)
+
+    def close(self) -> None:
+        """Let both threads end (each as soon as it is no longer blocked on its pipe)."""
+        self._closed = True
+        self._outgoing.put(None)
+        self._wanted.release()
+
+    def _write_loop(self, stream: io.RawIOBase) -> None:
+        with stream:
+            while (data := self._outgoing.get()) is not None:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[stream.write(view):]
+                    self._written.put(None)
+                except OSError as error:  # the other side closed its end (or died)
+                    self._written.put(error)
+                    return
+
+    def _read_loop(self, stream: io.RawIOBase) -> None:
+        with stream:
+            while self._wanted.acquire() and not self._closed:
+                try:
+                    self._incoming.put(read_message(stream))
+                except (OSError, EOFError, ProtocolError) as error:
+                    self._incoming.put(error)
+                    return
+
+
+def _wait(results: queue.Queue, deadline: float) -> Any:
+    """The next item of `results`, waiting in short slices (so that Ctrl-C is seen on every
+    platform); Deadline if none has come by `deadline`."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Deadline("no answer in time")
+        try:
+            return results.get(timeout=min(remaining, WAKE_SECONDS))
+        except queue.Empty:
+            pass

@@ -1,19 +1,19 @@
 """The untrusted side: a fresh interpreter that imports the submission and runs calls for the judge.
 
 Run by jail.py once the process is confined (the judge starts `python -P -s -m grader_sandbox.jail
-CONFINEMENT_JSON REQUEST_FD REPLY_FD SUBMISSION_DIR [BLOCKED]`, grader_sandbox being the worker's own
-copy of this package; see client.py), in the same process. It imports
-nothing of the reference or the tests (the `solutions` package is blocked outright, and so are the
-submission modules named in BLOCKED, comma-separated), executes each request on the student's code
-and answers with data only (see protocol.py). A request names its target as "module.attr" inside
-the submission, as a method of an object it holds (a handle), or as one of a few torch builders the
-tests use for fixtures (FIXTURES). What docs/spec.md forbids in the exercises (FORBIDDEN) is replaced,
-before the submission is imported, by stand-ins that raise.
+CONFINEMENT_JSON SUBMISSION_DIR [BLOCKED]`, grader_sandbox being the worker's own copy of this
+package; see client.py), in the same process, which hands it the judge's pipes (its stdin and
+stdout). It imports nothing of the reference or the tests (the `solutions` package is blocked
+outright, and so are the submission modules named in BLOCKED, comma-separated), executes each
+request on the student's code and answers with data only (see protocol.py). A request names its
+target as "module.attr" inside the submission, as a method of an object it holds (a handle), or as
+one of a few torch builders the tests use for fixtures (FIXTURES). What docs/spec.md forbids in the
+exercises (FORBIDDEN) is replaced, before the submission is imported, by stand-ins that raise.
 """
 import errno
 import importlib
+import io
 import os
-import resource
 import sys
 import threading
 import traceback
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .forbidden import forbid
+from .jail import Limits
 from .loader import import_module, import_package
 from .protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
@@ -55,8 +56,9 @@ class _Refuse:
 class Session:
     """The objects the judge refers to by handle, and how requests run on them."""
 
-    def __init__(self, submission_dir: Path):
+    def __init__(self, submission_dir: Path, output_bytes: int):
         self.submission_dir = submission_dir.resolve()
+        self.output_bytes = output_bytes
         self.package = import_package(submission_dir, PACKAGE)
         self.objects: dict[int, Any] = {}
         self.warmed = False
@@ -171,9 +173,8 @@ class Session:
             file, line = f"{error.name.split('.')[1]}.py", 0  # the submission file missing (or blocked)
         type_name = type(error).__name__
         if isinstance(error, OSError) and error.errno == errno.EFBIG:  # the log's RLIMIT_FSIZE
-            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0] >> 20
             type_name = TOO_MUCH_OUTPUT
-            message = f"your code printed more than {limit} MiB: remove the prints"
+            message = f"your code printed more than {self.output_bytes >> 20} MiB: remove the prints"
         return {"type": type_name, "message": message[:1000], "where": where, "file": file, "line": line}
 
 
@@ -190,19 +191,22 @@ def _empty_log() -> None:
     os.lseek(1, 0, os.SEEK_SET)
 
 
-def main(argv: list[str]) -> None:
-    request_fd, reply_fd, submission_dir = int(argv[0]), int(argv[1]), Path(argv[2])
-    blocked = argv[3].split(",") if len(argv) > 3 and argv[3] else []
+def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits: Limits,
+         not_set: list[str]) -> None:
+    """Serve the judge: argv is SUBMISSION_DIR [BLOCKED]; `not_set` (the limits this platform refused)
+    goes with the first message."""
+    submission_dir = Path(argv[0])
+    blocked = argv[1].split(",") if len(argv) > 1 and argv[1] else []
     sys.meta_path.insert(0, _Refuse(blocked))
     guards = forbid()  # noqa: F841 - kept alive: its kernels refuse while it lives
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sys.dont_write_bytecode = True
-    session = Session(submission_dir)
-    send(reply_fd, {"ready": True})
+    session = Session(submission_dir, limits.file_bytes)
+    send(replies, {"ready": True, "not_set": not_set})
     while True:
         try:
-            request = receive(request_fd)
+            request = receive(requests)
         except EOFError:
             return
         try:
@@ -212,11 +216,9 @@ def main(argv: list[str]) -> None:
             if reply["error"]["type"] == TOO_MUCH_OUTPUT:
                 _empty_log()
         try:
-            send(reply_fd, reply)
+            send(replies, reply)
         except (TypeError, ValueError, ProtocolError) as error:
-            send(reply_fd, {"error": {"type": "ReturnValueError", "where": "",
+            send(replies, {"error": {"type": "ReturnValueError", "where": "",
                                       "message": f"the value returned cannot be graded: {error}"}})
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])

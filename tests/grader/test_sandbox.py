@@ -1,44 +1,118 @@
 """The sandbox boundary: data-only messages, and workers that hang, exit, flood or misbehave; what the
 contract forbids is refused, and blocked modules are never imported."""
 import io
+import json
 import os
+import shutil
+import signal
 import struct
+import subprocess
+import sys
 import textwrap
 import time
+import tracemalloc
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from grader.sandbox import protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
-from grader.sandbox.protocol import MAX_BYTES, TOO_MUCH_OUTPUT, Handle, ProtocolError, decode, encode, receive
+from grader.sandbox.jail import Limits
+from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, ProtocolError, decode, encode
+from helpers import ROOT
 
 
 def test_round_trip_keeps_structure_and_dtypes():
     value = {"a": (np.arange(3, dtype=np.int64), [np.ones((2, 2), np.float32), None]),
-             "b": Handle(7), "c": [1, 2.5, "x", True], "d": np.zeros(0, dtype=bool)}
+             "b": Handle(7), "c": [1, 2.5, "x", True], "d": np.zeros(0, dtype=bool), "e": np.float64(2),
+             "f": np.array(3.5), "g": np.arange(6.0).reshape(2, 3).T}
     back = decode(encode(value)[8:])
     assert isinstance(back["a"], tuple) and back["a"][0].dtype == np.int64
     assert back["a"][1][0].dtype == np.float32 and back["a"][1][1] is None
     assert isinstance(back["b"], Handle) and back["b"] == 7
     assert back["c"] == [1, 2.5, "x", True] and back["d"].dtype == bool
+    assert back["e"] == 2 and back["f"].shape == () and back["f"] == 3.5
+    assert np.array_equal(back["g"], np.arange(6.0).reshape(2, 3).T)
 
 
-def test_pickled_arrays_are_refused():
-    header = b'{"$array": "a0"}'
-    payload = io.BytesIO()
-    np.savez(payload, a0=np.array([object()], dtype=object))
-    body = struct.pack(">Q", len(header)) + header + payload.getvalue()
-    with pytest.raises(ValueError):
-        decode(body)
+def _forged(header: object, data: bytes = b"") -> bytearray:
+    """A message body with this JSON header and these bytes after it."""
+    text = json.dumps(header).encode()
+    return bytearray(struct.pack(">Q", len(text)) + text + data)
+
+
+@pytest.mark.parametrize("layout", [[["|O", [1]]], [["<V8", [1]]], [["<f8", [-1]]], [["<f8", [1.5]]],
+                                    [["<f8", [1]] * 2], [["<f8", [2]]]])
+def test_arrays_declared_unlike_the_bytes_that_came_are_refused(layout):
+    """Objects, records, negative or fractional sizes, and sizes that do not add up to the 16 bytes sent."""
+    with pytest.raises(ProtocolError):
+        decode(_forged({"value": {"$array": 0}, "arrays": layout}, bytes(16)))
+
+
+def _peak_bytes(body: bytearray) -> int:
+    """What decode(body) allocates at its peak (it must refuse body)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError):
+            decode(body)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_reply_declaring_gigabytes_in_a_few_bytes_allocates_nothing():
+    """issue 18: 2 x 1 GiB of float64 declared in 2 KB (once: bzip2-compressed .npz members)."""
+    header = {"value": [{"$array": 0}, {"$array": 1}], "arrays": [["<f8", [1 << 27]]] * 2}
+    assert _peak_bytes(_forged(header, bytes(2000))) < 1 << 20
+    npy = io.BytesIO()  # the old format's attack as it was sent: refused as malformed, never unpacked
+    np.lib.format.write_array_header_1_0(npy, {"descr": "<f8", "fortran_order": False, "shape": (1 << 27,)})
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_BZIP2) as members:
+        for name in ("a0.npy", "a1.npy"):
+            members.writestr(name, npy.getvalue() + bytes(1 << 20))
+    assert _peak_bytes(_forged({"$array": "a0"}, archive.getvalue())) < 1 << 20
+
+
+def test_a_header_of_millions_of_objects_or_levels_is_refused_before_parsing():
+    """issue 18: a 40 MB header of empty objects took the judge to 2 GiB; deep nesting, a RecursionError."""
+    body = _forged({"value": [{}] * (10 << 20), "arrays": []})
+    assert len(body) > protocol.MAX_HEADER_BYTES and _peak_bytes(body) < 1 << 20
+    deep = bytearray(b"[" * 100_000 + b"]" * 100_000)
+    assert _peak_bytes(bytearray(struct.pack(">Q", len(deep))) + deep) < 4 << 20
+    nested: list = []
+    for _ in range(protocol.MAX_DEPTH + 1):
+        nested = [nested]
+    _peak_bytes(_forged({"value": nested, "arrays": []}))
+    with pytest.raises(ProtocolError):
+        encode(nested)
 
 
 def test_oversized_message_is_refused_before_reading_it():
     read, write = os.pipe()
-    os.write(write, struct.pack(">Q", MAX_BYTES + 1))
-    with pytest.raises(ProtocolError):
-        receive(read, time.monotonic() + 5)
-    os.close(read), os.close(write)
+    os.write(write, struct.pack(">Q", protocol.MAX_BYTES + 1))
+    with io.FileIO(read, "rb") as stream, pytest.raises(ProtocolError):
+        protocol.read_message(stream)
+    os.close(write)
+
+
+def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge():
+    """issue 18: a worker that stops reading once blocked the judge's write for good."""
+    to_peer, peer_in = os.pipe()
+    peer_out, from_peer = os.pipe()
+    channel = Channel(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
+    with pytest.raises(Deadline):  # far more than a pipe holds, and nobody reads it
+        channel.send({"x": np.zeros(4 << 20)}, time.monotonic() + 0.5)
+    with pytest.raises(Deadline):
+        channel.receive(time.monotonic() + 0.5)
+    os.write(from_peer, encode({"late": True}))  # the answer still comes to the receive after
+    assert channel.receive(time.monotonic() + 30) == {"late": True}
+    os.close(from_peer)
+    with pytest.raises(EOFError):
+        channel.receive(time.monotonic() + 30)
+    channel.close()
+    os.close(to_peer)
 
 
 def test_objects_that_are_not_data_cannot_be_sent():
@@ -203,3 +277,56 @@ def test_a_blocked_module_is_never_imported_again(sandbox):
 def test_the_reference_cannot_be_imported_in_the_worker(sandbox):
     with pytest.raises(StudentError, match="reference solutions cannot be imported"):
         call(sandbox, "attention.cheat")
+
+
+@pytest.mark.sandbox
+def test_a_worker_that_cannot_start_says_why(tmp_path: Path):
+    """issue 19: once only "the other side closed the channel", its log (which said why) deleted."""
+    (tmp_path / "submission").mkdir()
+    box = Sandbox(tmp_path / "submission", tmp_path, limits=Limits(open_files=3))  # too few for any import
+    try:
+        with pytest.raises(WorkerLost, match="the worker could not start") as lost:
+            box.ready()
+    finally:
+        box.close()
+    assert "its log ends with" in str(lost.value) and "Error" in str(lost.value)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in entry.read_bytes().decode(errors="replace") and int(entry.parent.name) != os.getpid():
+                found.append(int(entry.parent.name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_ctrl_c_stops_a_grading_within_seconds_whatever_the_worker_does(tmp_path: Path):
+    """issue 18: a worker that stopped reading once left `grader grade` deaf to Ctrl-C."""
+    submission = tmp_path / "submission"
+    shutil.copytree(ROOT / "exercises", submission)
+    (submission / "attention.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    command = [sys.executable, "-m", "grader.cli", "check", str(submission), "--timeout-scale", "100"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # tmp_path is in the workers' command lines too
+    judge = subprocess.Popen(command, cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_processes_mentioning(str(tmp_path))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # until the worker runs
+        time.sleep(10)  # it imports torch, then attention.py, which never returns: the judge waits on it
+        assert judge.poll() is None, "still grading"
+        judge.send_signal(signal.SIGINT)
+        _, err = judge.communicate(timeout=30)
+    finally:
+        judge.kill()
+    assert judge.returncode == 130 and "grader: interrupted" in err and "Traceback" not in err
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(tmp_path)) == [], "its workers are gone with it"
