@@ -30,7 +30,7 @@ MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
-_WORKER_CODE = ("__init__.py", "jail.py", "loader.py", "protocol.py", "worker.py")
+_WORKER_CODE = ("__init__.py", "eager.py", "jail.py", "loader.py", "protocol.py", "worker.py")
 _UID_BASE = 1 << 30
 _NOGROUP = 65534
 _HIDDEN_PACKAGES = ("grader", "solutions")

@@ -17,9 +17,6 @@ from typing import Any
 import numpy as np
 
 MAX_BYTES = 64 * 1024 * 1024
-SLOW_IMPORT = "torch._dynamo"
-"""Imported by the first optimizer built, which takes a second: the judge imports it before hidden cases
-(they build optimizers), the worker in the background when told cases that do come next ("warm")."""
 TOO_MUCH_OUTPUT = "TooMuchOutput"
 """The error type the worker reports when the student's output filled the capped log."""
 _LENGTH = struct.Struct(">Q")
