@@ -4,8 +4,8 @@ CPU seconds, not wall time (the machine may be shared), each also as a ratio to 
 `python -c "import torch, numpy, hypothesis"` measured in the same run:
 
 - imports: that baseline; the judge's own imports (grader, suites, reference); torch._dynamo,
-  which the first optimizer step imports (in each process that trains); a worker's start-up
-  (confinement, torch, numpy, the submission);
+  which the first optimizer step would import in each process that trains (grader/sandbox/eager.py
+  spares it); a worker's start-up (confinement, torch, numpy, the submission);
 - the judge's side of `judge()` on a submission, sampled on its CPU clock (ITIMER_PROF) and
   attributed to the innermost frame of a known kind: the reference's code (training runs apart),
   the protocol's encoding and decoding, hypothesis's engine (generation, shrinking, bookkeeping),
@@ -16,7 +16,6 @@ CPU seconds, not wall time (the machine may be shared), each also as a ratio to 
     python benchmarks/profile_grade.py [SUBMISSION] [--public] [--only A,B]
 """
 import argparse
-import importlib
 import os
 import resource
 import signal
@@ -205,8 +204,8 @@ def main() -> None:
                 python_cpu(f"{BASELINE}; import grader.judge, grader.reference as r; "
                            "from grader.suites import all_cases; all_cases(); import solutions.trainer")
                 - baseline,
-            "torch._dynamo (first optimizer step), per process": python_cpu("import torch._dynamo")
-                - python_cpu("import torch")}
+            "torch._dynamo, per process that trains (now saved: sandbox/eager.py)":
+                python_cpu("import torch._dynamo") - python_cpu("import torch")}
     before = _children_cpu()
     from grader.sandbox.client import Sandbox
 
@@ -215,7 +214,6 @@ def main() -> None:
         box.ready()
         box.close()
     rows["one worker's start-up (confinement, torch, numpy)"] = _children_cpu() - before
-    importlib.import_module("torch._dynamo")  # imported first: counted above, not below
     from grader.suites import all_cases
 
     all_cases(args.public)
@@ -229,7 +227,7 @@ def main() -> None:
           f"{profile['judge'] / baseline:.2f}x; by kind (sampled):")
     for kind, seconds in profile["samples"].most_common():
         print(f"  {kind:<54} {seconds:6.2f} {seconds / baseline:8.2f}")
-    print(f"\nworker processes during judge() (start-up and torch._dynamo included): {worker_total:.2f} s, "
+    print(f"\nworker processes during judge() (start-up included): {worker_total:.2f} s, "
           f"{worker_total / baseline:.2f}x")
     protocol = worker_protocol_cpu(profile["messages"])
     print(f"  protocol (estimated: the same messages decoded and encoded again) {protocol:6.2f}")
