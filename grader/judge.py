@@ -10,7 +10,6 @@ time limit: a file that cannot be imported (missing, a SyntaxError, a hang, a fl
 gives every case of its component, and of the components that import it, the same one-line
 message at once, and is never imported again.
 """
-import importlib
 import tempfile
 import time
 from collections import Counter
@@ -25,17 +24,15 @@ import torch
 
 from .results import Failed, Result
 from .salt import grading_salt
+from .sandbox import eager
 from .sandbox.client import Sandbox, StudentError, WorkerLost
 from .sandbox.forbidden import static_problem
-from .sandbox.protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT
+from .sandbox.protocol import TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases
-
-TRAINS = frozenset(name for name in COMPONENTS if name == "trainer" or "trainer" in runs(name))
-"""Components whose cases run the student's trainer, which builds optimizers (see SLOW_IMPORT)."""
 
 
 class OutOfTime(RuntimeError):
@@ -170,8 +167,6 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
     failing = FailingCalls()
     try:
         student.sandbox.ready()
-        if case.component in TRAINS:
-            student.sandbox.request({"op": "warm"}, limit)
         student.deadline = time.monotonic() + limit  # the clock starts once a worker is ready
         with _recording(case.run, failing):
             case.run(student)
@@ -327,10 +322,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             sandbox.start()  # its imports overlap with ours
             salt = grading_salt(public_only)  # once per grading, before any case
             cases = all_cases(public_only, components)
-            if not all(case.public for case in cases):  # hidden cases run optimizers here too
-                # Joined before any case runs: hypothesis parses test sources with `ast`, which on
-                # CPython 3.11 can fail (SystemError) while another thread imports.
-                importlib.import_module(SLOW_IMPORT)
+            eager.install()  # hidden cases run the reference's optimizers
             student = GuardedStudent(sandbox)
             import_modules(student, import_order(components), timeout_scale)
             total = budget * timeout_scale

@@ -38,9 +38,6 @@ DTYPES = frozenset(np.dtype(name).str for name in (
     "float16", "float32", "float64", "complex64", "complex128"))
 """What arrays may hold: the numbers torch tensors hold, in this machine's byte order."""
 WAKE_SECONDS = 0.25
-SLOW_IMPORT = "torch._dynamo"
-"""Imported by the first optimizer built, which takes a second: the judge imports it before hidden cases
-(they build optimizers), the worker in the background when told cases that do come next ("warm")."""
 TOO_MUCH_OUTPUT = "TooMuchOutput"
 """The error type the worker reports when the student's output filled the capped log."""
 _LENGTH = struct.Struct(">Q")

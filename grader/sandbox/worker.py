@@ -11,11 +11,9 @@ one of a few torch builders the tests use for fixtures (FIXTURES). What docs/spe
 exercises (FORBIDDEN) is replaced, before the submission is imported, by stand-ins that raise.
 """
 import errno
-import importlib
 import io
 import os
 import sys
-import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -23,10 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import eager
 from .forbidden import forbid
 from .jail import Limits
 from .loader import import_module, import_package
-from .protocol import SLOW_IMPORT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
+from .protocol import TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": torch.manual_seed,
@@ -61,7 +60,6 @@ class Session:
         self.output_bytes = output_bytes
         self.package = import_package(submission_dir, PACKAGE)
         self.objects: dict[int, Any] = {}
-        self.warmed = False
 
     # -- values in and out -------------------------------------------------------------
     def to_torch(self, value: Any) -> Any:
@@ -149,11 +147,6 @@ class Session:
             self.objects.clear()
             torch.manual_seed(0)
             return {}
-        if op == "warm":  # cases that build optimizers come next: import what the first one needs, meanwhile
-            if not self.warmed:
-                threading.Thread(target=importlib.import_module, args=(SLOW_IMPORT,), daemon=True).start()
-                self.warmed = True
-            return {}
         raise ValueError(f"unknown op {op!r}")
 
     def describe(self, error: BaseException) -> dict:
@@ -199,6 +192,7 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
     blocked = argv[1].split(",") if len(argv) > 1 and argv[1] else []
     sys.meta_path.insert(0, _Refuse(blocked))
     guards = forbid()  # noqa: F841 - kept alive: its kernels refuse while it lives
+    eager.install()  # the student's optimizers
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sys.dont_write_bytecode = True

@@ -1,0 +1,39 @@
+"""grader.sandbox.eager: torch's optimizers step without importing torch._dynamo, to the same values, and
+anything else asked of torch._dynamo gets the real module."""
+import subprocess
+import sys
+import textwrap
+
+PROGRAM = textwrap.dedent("""\
+    import sys
+    import torch
+    from grader.sandbox import eager
+
+    def trained(cls, **options):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2)).double()
+        optimizer = cls(model.parameters(), lr=0.01, **options)
+        x = torch.randn(16, 4, dtype=torch.float64)
+        for _ in range(5):
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+            optimizer.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    RUNS = [(torch.optim.AdamW, {"weight_decay": 0.1}), (torch.optim.AdamW, {"foreach": False}),
+            (torch.optim.Adam, {"fused": True}), (torch.optim.SGD, {"momentum": 0.9})]
+    eager.install()
+    before = [trained(cls, **options) for cls, options in RUNS]
+    assert "torch._dynamo.convert_frame" not in sys.modules, "the real torch._dynamo was imported"
+    import torch._dynamo.utils  # a submodule: the real package replaces the stand-in
+    assert "torch._dynamo.convert_frame" in sys.modules and torch._dynamo.is_compiling() is False
+    after = [trained(cls, **options) for cls, options in RUNS]
+    assert all(torch.equal(a, b) for run_a, run_b in zip(before, after) for a, b in zip(run_a, run_b))
+    print("ok")
+""")
+
+
+def test_optimizers_step_without_dynamo_to_the_same_values():
+    done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
