@@ -64,5 +64,8 @@ def half_a_cpu() -> Iterator[tuple[list[str], str]]:
             for name, value in settings.items():
                 (folder / name).write_text(value)
             yield ["sh", str(enter)], f"cgroup {folder}: {QUOTA_US} us of CPU every {PERIOD_US} us"
-        finally:
-            folder.rmdir()  # empty: what ran in it has ended
+        finally:  # what ran in it has ended; the groups the sandbox made below it are empty too
+            for below in sorted(folder.rglob("*"), key=lambda path: -len(path.parts)):
+                if below.is_dir():
+                    below.rmdir()
+            folder.rmdir()
