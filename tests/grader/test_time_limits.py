@@ -111,7 +111,7 @@ def test_a_stalled_test_is_marked_so_and_its_submission_is_timed_out_not_graded(
     assert outcome["outcome"] == Outcome.TIMED_OUT and outcome["card"] == card
     assert "--regrade timed_out" in outcome["message"]
     text = summary([Row("alice", Outcome.TIMED_OUT, outcome["message"], card)], grader_version())
-    assert "1 timed_out" in text and "| alice | timed_out | 1 test(s) stalled" in text
+    assert "1 timed_out" in text and "| alice | timed_out | 1 test" in text and "stalled" in text
 
 
 def test_the_grader_version_holds_the_versions_that_decide_the_draws(monkeypatch):
