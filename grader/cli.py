@@ -27,7 +27,11 @@ def judge_options() -> argparse.ArgumentParser:
     parent.add_argument("--only", metavar="A,B", type=parse_components, default=defaults.components,
                         help="only these components (comma-separated)")
     parent.add_argument("--timeout-scale", type=float, default=defaults.timeout_scale, metavar="X",
-                        help="multiply every test's time limit (e.g. 2 on a slow machine)")
+                        help="multiply every test's CPU time limit (e.g. 2 for a far slower CPU; load "
+                             "does not need it)")
+    parent.add_argument("--wall-scale", type=float, default=defaults.wall_scale, metavar="X",
+                        help="multiply only the wall-clock backstops (patience on an overloaded machine: "
+                             "no grade of code that finishes changes)")
     parent.add_argument("--time-limit", type=float, default=defaults.time_limit, metavar="SECONDS",
                         help="end within SECONDS: tests that could not finish in time are not run")
     return parent
@@ -35,7 +39,7 @@ def judge_options() -> argparse.ArgumentParser:
 
 def grade_options(args: argparse.Namespace, public_only: bool = False) -> GradeOptions:
     return GradeOptions(args.only, public_only, args.timeout_scale, args.time_limit,
-                        getattr(args, "unsafe_no_sandbox", False))
+                        getattr(args, "unsafe_no_sandbox", False), args.wall_scale)
 
 
 def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str) -> int:

@@ -22,9 +22,12 @@ class GradeOptions:
     components: tuple[str, ...] = COMPONENTS
     public_only: bool = False
     timeout_scale: float = 1.0
+    """Multiplies every CPU time limit: what passes changes."""
     time_limit: float | None = None
     unsafe_no_sandbox: bool = False
     """Grade the hidden tests even where no sandbox runs ("plain" mode); the scorecard says so."""
+    wall_scale: float = 1.0
+    """Multiplies only the wall-clock backstops: more patience, the same grade for code that finishes."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "components", tuple(self.components))
@@ -32,8 +35,9 @@ class GradeOptions:
         if unknown or not self.components:
             raise ValueError(f"--only: no component {', '.join(unknown) or '(none given)'} "
                              f"(components: {', '.join(COMPONENTS)})")
-        if not self.timeout_scale > 0:
-            raise ValueError(f"--timeout-scale {self.timeout_scale:g}: a positive factor")
+        for name in ("timeout_scale", "wall_scale"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name):g}: a positive factor")
         if self.time_limit is not None and not self.time_limit > 0:
             raise ValueError(f"--time-limit {self.time_limit:g}: a positive number of seconds")
 
@@ -75,8 +79,8 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
             from .scoring import scorecard
 
             card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
-                                   timeout_scale=options.timeout_scale, on_result=on_result, sandbox=sandbox,
-                                   deadline=deadline))
+                                   timeout_scale=options.timeout_scale, wall_scale=options.wall_scale,
+                                   on_result=on_result, sandbox=sandbox, deadline=deadline))
         finally:  # the judge closes it too: this is for an interruption (Ctrl-C) before the judge runs
             sandbox.close()
         card.sandbox = sandbox.isolation()

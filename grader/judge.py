@@ -9,6 +9,11 @@ Before any case, the judge imports each submission file the cases need, once and
 time limit: a file that cannot be imported (missing, a SyntaxError, a hang, a flood of prints)
 gives every case of its component, and of the components that import it, the same one-line
 message at once, and is never imported again.
+
+Time limits count the worker's CPU seconds (the judge's own work, drawing inputs and running the
+reference, is not charged), with a wall-clock backstop several times longer (sandbox/client.py): a
+loaded machine does not change a grade. Once a function of the student's has run out of time, every
+later call that reaches it fails at once ("blocked"), instead of waiting for it again.
 """
 import tempfile
 import time
@@ -25,9 +30,9 @@ import torch
 from .results import Failed, Result
 from .salt import grading_salt
 from .sandbox import eager
-from .sandbox.client import Sandbox, StudentError, WorkerLost
+from .sandbox.client import ASLEEP, SEES_STARVATION, STALLED, Sandbox, StudentError, WorkerLost
 from .sandbox.forbidden import static_problem
-from .sandbox.protocol import TOO_MUCH_OUTPUT
+from .sandbox.protocol import BLOCKED, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
@@ -36,7 +41,12 @@ from .suites import Case, all_cases
 
 
 class OutOfTime(RuntimeError):
-    """The case ran past its time limit between calls (hypothesis still drawing or shrinking)."""
+    """The case's allowance ran out between calls (hypothesis still drawing or shrinking): `timeout`
+    says how (Sandbox.spent)."""
+
+    def __init__(self, timeout: str):
+        super().__init__(timeout)
+        self.timeout = timeout
 
 
 class Unimportable(NamedTuple):
@@ -58,8 +68,8 @@ class CaseOver(BaseException):
 class GuardedStudent(Student):
     """A Student that, once its worker is lost within a case, fails every further call at once,
     so that hypothesis's replays do not hang or restart the worker again and again; that ends the
-    case at the first stub or unimportable file it reaches (CaseOver); and that refuses new calls
-    once the case is out of time."""
+    case at the first stub, unimportable file or function found hanging it reaches (CaseOver); and
+    that refuses new calls once the case is out of time."""
 
     lost: WorkerLost | None = None
     over: CaseOver | None = None
@@ -67,23 +77,23 @@ class GuardedStudent(Student):
     def __init__(self, sandbox: Sandbox):
         super().__init__(sandbox)
         self.broken: dict[str, Unimportable] = {}
+        self.hangs: dict[str, str] = {}
+        """Each function that ran out of time ("feedforward.FeedForward.forward"): when, and where."""
 
     def request(self, message: dict) -> dict:
         if self.lost is not None:
             raise self.lost
-        if message.get("op") == "reset":
-            return super().request(message)
         if self.over is not None:
             raise self.over
-        if time.monotonic() > self.deadline:
-            raise OutOfTime()
+        if self.allowance is not None and (spent := self.sandbox.spent(self.allowance)):
+            raise OutOfTime(spent)
         try:
             return super().request(message)
         except WorkerLost as error:
             self.lost = error
             raise
         except StudentError as error:
-            if error.type_name == "NotImplementedError" or _module(error) in self.broken:
+            if error.type_name in ("NotImplementedError", BLOCKED) or _module(error) in self.broken:
                 self.over = CaseOver(error)
                 raise self.over from None
             raise
@@ -149,10 +159,42 @@ def _not_attempted(case: Case, error: StudentError) -> str:
     return waiting_for(f"{module}.{function}")
 
 
+def _out_of_time(case: Case, student: GuardedStudent, error: WorkerLost | OutOfTime, limit: float,
+                 wall_scale: float) -> tuple[Status, str]:
+    """A case that ran out of time: STALLED where the backstop stopped a worker starved of CPU (the
+    machine's doing, not a verdict), else TIMED_OUT; a function it hung in is refused from now on."""
+    at = f" in {error.where}" if getattr(error, "where", "") else ""
+    backstop = limit * BUDGETS.wall_factor * wall_scale
+    if error.timeout == STALLED:
+        return Status.STALLED, (f"{case.doc}: no answer within {backstop:g} s of wall-clock time before it "
+                                f"used its {limit:g} s of CPU time: the machine was too loaded to tell "
+                                "(not a verdict on your code: it will be graded again)")
+    function = getattr(error, "function", "")
+    if function and function not in student.hangs:
+        seconds = backstop if error.timeout == ASLEEP else limit
+        student.hangs[function] = f"did not return within {seconds:g} s (see {case.component}.{case.name})"
+        student.sandbox.refuse(function, function)
+    if error.timeout == ASLEEP:
+        return Status.TIMED_OUT, (f"{case.doc}: no answer within {backstop:g} s of wall-clock time, while "
+                                  f"your code hardly computed{at}: does it sleep, or wait for input, a lock "
+                                  "or another process?")
+    return Status.TIMED_OUT, (f"{case.doc}: used up the test's CPU time limit of {limit:g} s{at} (an "
+                              "infinite loop, or far too slow?)")
+
+
+def _blocked(case: Case, student: GuardedStudent, function: str) -> str:
+    """The message of a case that called a function found hanging earlier (see _out_of_time): the same
+    for every such case of a component, so that the report says it once."""
+    module, _, name = function.partition(".")
+    by = "" if module == case.component else f" by {module} (it hangs)"
+    return f"blocked{by}: {name} ({module}.py) {student.hangs.get(function, 'hangs')}"
+
+
 def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
-             salt: str | None = None) -> Result:
-    """Run one case (its time limit multiplied by timeout_scale, its examples seeded from `salt`, by
-    default the grading's); its result, whatever happens."""
+             salt: str | None = None, wall_scale: float = 1.0) -> Result:
+    """Run one case (its CPU time limit multiplied by timeout_scale, its wall-clock backstop by
+    wall_scale too, its examples seeded from `salt`, by default the grading's); its result, whatever
+    happens."""
 
     def result(status: Status, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
@@ -161,13 +203,12 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
     if case.component in student.broken:  # its file cannot be imported: said once, not run
         return result(*student.broken[case.component])
     torch.manual_seed(case.seed_examples(grading_salt(case.public) if salt is None else salt))
-    student.lost = student.over = None
+    student.lost = student.over = student.allowance = None
     limit = case.timeout * timeout_scale
-    student.deadline = time.monotonic() + limit
     failing = FailingCalls()
     try:
         student.sandbox.ready()
-        student.deadline = time.monotonic() + limit  # the clock starts once a worker is ready
+        student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
         with _recording(case.run, failing):
             case.run(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
@@ -179,8 +220,7 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
         if isinstance(error, OutOfTime):
             first = failing.first()
             if first is None or isinstance(first, OutOfTime):
-                return result(Status.TIMED_OUT,
-                              f"{case.doc}: ran past the test's time limit of {limit:g} s (far too slow?)")
+                return result(*_out_of_time(case, student, error, limit, wall_scale))
             error = first  # shrinking ran out of time: report what failed first
         example = failing.input_of(error)
         on = f" [input: {example}]" if example else ""
@@ -191,17 +231,19 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
                 return result(*student.broken[_module(error)])
             if error.type_name == "NotImplementedError":
                 return result(Status.NOT_ATTEMPTED, _not_attempted(case, error))
+            if error.type_name == BLOCKED:
+                return result(Status.TIMED_OUT, _blocked(case, student, error.message))
             if error.type_name == TOO_MUCH_OUTPUT:  # the same line for every test it costs
                 return result(Status.FAILED, f"{error.message} ({error.where})")
             return result(Status.FAILED, f"{case.doc}: your code raised {error}{on}")
         if isinstance(error, WorkerLost):  # no input shown: replays after a loss fail at once
             if error.timed_out:
-                return result(Status.TIMED_OUT, f"{case.doc}: no answer within the test's time limit of "
-                                                f"{limit:g} s (an infinite loop, or far too slow?)")
+                return result(*_out_of_time(case, student, error, limit, wall_scale))
             return result(Status.CRASHED, f"{case.doc}: {error}")
         return result(Status.ERROR,
                       f"{case.doc}: the grader could not run this test ({type(error).__name__}: {error})")
     finally:
+        student.allowance = None
         if student.lost is None:
             try:
                 student.reset()
@@ -237,8 +279,9 @@ def _import_problem(error: StudentError, file: str, submission_dir: Path) -> str
     return f"{file}: {error.type_name}{at}: {error.message}"
 
 
-def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: float = 1.0) -> None:
-    """Import each module once, in order, under a short time limit; those that fail go into
+def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: float = 1.0,
+                   wall_scale: float = 1.0) -> None:
+    """Import each module once, in order, under a short CPU time limit; those that fail go into
     student.broken (with the file at fault named), and that file is blocked in every later worker."""
     limit = BUDGETS.scaled(timeout_scale).file_import
     sandbox, broken = student.sandbox, student.broken
@@ -252,7 +295,7 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
         except WorkerLost:
             return  # no worker at all: every case will say so
         try:
-            sandbox.request({"op": "import", "module": module}, limit)
+            sandbox.request({"op": "import", "module": module}, sandbox.allowance(limit, wall_scale))
         except StudentError as error:
             origin = _blamed(error, module)
             if origin not in broken:
@@ -263,9 +306,15 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
                 status, problem = broken[origin]
                 broken[module] = Unimportable(status, f"{problem} ({module}.py imports it)")
         except WorkerLost as error:
-            if error.timed_out:
-                broken[module] = Unimportable(Status.TIMED_OUT, f"importing {module}.py did not finish "
-                                              f"within {limit:g} s (an infinite loop at import time?)")
+            if error.stalled:
+                backstop = limit * BUDGETS.wall_factor * wall_scale
+                broken[module] = Unimportable(
+                    Status.STALLED, f"importing {module}.py: no answer within {backstop:g} s of wall-clock "
+                                    "time: the machine was too loaded to tell (grade it again)")
+            elif error.timed_out:
+                broken[module] = Unimportable(
+                    Status.TIMED_OUT, f"importing {module}.py did not finish within {limit:g} s of CPU time "
+                                      "(an infinite loop at import time?)")
             else:
                 broken[module] = Unimportable(Status.CRASHED, f"importing {module}.py stopped the worker: "
                                                               f"{error}")
@@ -281,7 +330,7 @@ def _forbidden_in(path: Path) -> str:
 
 
 def component_budgets(cases: list[Case], seconds: float) -> dict[str, float]:
-    """Each component's share of `seconds`, in proportion to its cases' time limits."""
+    """Each component's share of `seconds` (of CPU), in proportion to its cases' time limits."""
     limits: Counter[str] = Counter()
     for case in cases:
         limits[case.component] += case.timeout
@@ -301,18 +350,19 @@ def _one_thread() -> Iterator[None]:
 
 
 def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[str, ...] = COMPONENTS,
-          budget: float = BUDGETS.submission, timeout_scale: float = 1.0,
+          budget: float = BUDGETS.submission, timeout_scale: float = 1.0, wall_scale: float = 1.0,
           on_result: Callable[[Result], None] | None = None, sandbox: Sandbox | None = None,
           deadline: float | None = None) -> list[Result]:
     """Run the cases of `components` (all, or the public ones) against the submission.
 
-    Each case's time limit is multiplied by timeout_scale (raise it on a slow machine), and so is
-    `budget`, the seconds the submission's cases may take in all. It is shared out among the
-    components (component_budgets): past its share, a component's remaining cases are not run and
-    score 0 (timed out), and a hang in one component costs no other any time. `deadline` (a
-    time.monotonic() value: a platform's time limit) bounds the whole grading: the budget is shared
-    out of the time left before it, and a case whose time limit would end past it is not run
-    (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
+    Each case's CPU time limit is multiplied by timeout_scale (raise it for a far slower CPU), and so
+    is `budget`, the CPU seconds the submission's cases may take in all; wall_scale multiplies the
+    wall-clock backstops only (more patience on an overloaded machine: no grade of code that finishes
+    changes). The budget is shared out among the components (component_budgets): past its share, a
+    component's remaining cases are not run and score 0 (timed out), and a hang in one component costs
+    no other any time. `deadline` (a time.monotonic() value: a platform's time limit) bounds the whole
+    grading: the budget is shared out of the time left before it, and a case whose time limit would
+    end past it is not run (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
     is this submission's, if the caller started it already (the CLI does, before importing torch,
     so that the worker's start-up overlaps with its own); the judge closes it.
     """
@@ -324,27 +374,37 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             cases = all_cases(public_only, components)
             eager.install()  # hidden cases run the reference's optimizers
             student = GuardedStudent(sandbox)
-            import_modules(student, import_order(components), timeout_scale)
+            import_modules(student, import_order(components), timeout_scale, wall_scale)
             total = budget * timeout_scale
             budgets = component_budgets(cases, total if deadline is None
                                         else min(total, deadline - time.monotonic()))
-            spent: Counter[str] = Counter()
+            cpu: Counter[str] = Counter()
+            waited: Counter[str] = Counter()
             results: dict[int, Result] = {}
             for index in _phases(cases, sandbox):
                 case = cases[index]
+                name, share = case.component, budgets[case.component]
                 if deadline is not None and time.monotonic() + case.timeout * timeout_scale > deadline:
-                    results[index] = Result(case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
+                    results[index] = Result(case.name, name, 0.0, case.points, Status.TIMED_OUT,
                                             f"{NOT_RUN}: {case.doc}: the grading's time ran out before it",
                                             case.visibility)
-                elif spent[case.component] < budgets[case.component]:
-                    start = time.monotonic()
-                    results[index] = run_case(case, student, timeout_scale, salt)
-                    spent[case.component] += time.monotonic() - start
-                else:
-                    results[index] = Result(
-                        case.name, case.component, 0.0, case.points, Status.TIMED_OUT,
-                        f"{case.doc}: not run, the tests of {case.component} used up their "
-                        f"{budgets[case.component]:.0f} s (a hang, or far too slow code?)", case.visibility)
+                elif cpu[name] < share and waited[name] < share * BUDGETS.wall_factor * wall_scale:
+                    cpu_before, waited_before = sandbox.cpu_seconds(), sandbox.waited
+                    results[index] = run_case(case, student, timeout_scale, salt, wall_scale)
+                    cpu[name] += sandbox.cpu_seconds() - cpu_before
+                    waited[name] += sandbox.waited - waited_before
+                elif cpu[name] >= share:
+                    results[index] = Result(case.name, name, 0.0, case.points, Status.TIMED_OUT,
+                                            f"{case.doc}: not run, the tests of {name} used up their "
+                                            f"{share:.0f} s of CPU time (a hang, or far too slow code?)",
+                                            case.visibility)
+                else:  # its tests waited for the worker while it slept (or, unseen, was starved of CPU)
+                    backstop = share * BUDGETS.wall_factor * wall_scale
+                    status = Status.TIMED_OUT if SEES_STARVATION else Status.STALLED
+                    results[index] = Result(case.name, name, 0.0, case.points, status,
+                                            f"{case.doc}: not run, the tests of {name} waited past their "
+                                            f"{backstop:.0f} s of wall-clock time (code that sleeps or "
+                                            "waits?)", case.visibility)
                 if on_result:
                     on_result(results[index])
         finally:

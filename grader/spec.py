@@ -46,7 +46,8 @@ class Status(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     NOT_ATTEMPTED = "not_attempted"
-    TIMED_OUT = "timed_out"
+    TIMED_OUT = "timed_out"  # it used up its CPU time, or slept: a fact about the code
+    STALLED = "stalled"  # the wall-clock backstop stopped it while starved of CPU: not a verdict, grade again
     CRASHED = "crashed"
     ERROR = "error"
 
@@ -93,6 +94,11 @@ class Budgets:
     """Importing one submission file: milliseconds for any sensible one (torch is imported already)."""
     worker_start: float = 60.0
     """A worker's start-up (Python, torch and numpy imported); not scaled: it is not the student's code."""
+    wall_factor: float = 5.0
+    """Each limit above counts the worker's CPU seconds; its wall-clock backstop is this many times
+    longer and counts the time waited for the worker while it was not waiting for a CPU (sandbox/client.py):
+    only a worker that sleeps or waits reaches it (or, where the kernel does not say how long it waited
+    for a CPU, one that gets less than 1/wall_factor of a core)."""
 
     def scaled(self, factor: float) -> "Budgets":
         """The limits of the student's code multiplied by `factor` (--timeout-scale)."""
@@ -113,8 +119,9 @@ class Budgets:
 
     @property
     def backstop(self) -> float:
-        """grade-all stops a grading still running after this: only a grader that hangs meets it."""
-        return 2 * self.most_used
+        """grade-all stops a grading still running after this: only a grader that hangs meets it (its
+        workers may be waited for wall_factor times their CPU budgets)."""
+        return 2 * self.wall_factor * self.most_used
 
 
 BUDGETS = Budgets()

@@ -4,17 +4,19 @@ Tests hand torch tensors in and get torch tensors back; in between they travel a
 arrays through the protocol. Objects built by the student's code (modules) stay in the worker
 and are driven through `Remote` handles.
 """
-import time
 from typing import Any
 
 import numpy as np
 import torch
 
 from .results import Failed
-from .sandbox.client import Sandbox
+from .sandbox.client import Allowance, Sandbox
 from .sandbox.protocol import Handle
 
 MAX_CALL_SECONDS = 600.0
+"""CPU seconds of a call outside any test's allowance."""
+RESET_SECONDS = 5.0
+"""CPU seconds the worker gets to forget a test's objects (their __del__ runs then)."""
 REAL_KINDS = "biuf"
 """numpy's kinds of bool, int, unsigned and float arrays: what tensors may come back as."""
 
@@ -32,11 +34,12 @@ def to_wire(value: Any) -> Any:
 
 
 class Student:
-    """Calls into the submission, each bounded by the current test's deadline."""
+    """Calls into the submission, each bounded by the current test's allowance (CPU seconds of the
+    worker, and a wall-clock backstop: Sandbox.allowance)."""
 
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
-        self.deadline = float("inf")
+        self.allowance: Allowance | None = None
 
     def __repr__(self) -> str:  # shown in hypothesis's falsifying examples
         return "student"
@@ -56,8 +59,7 @@ class Student:
         return value
 
     def request(self, message: dict) -> dict:
-        timeout = min(max(self.deadline - time.monotonic(), 0.5), MAX_CALL_SECONDS)
-        return self.sandbox.request(to_wire(message), timeout)
+        return self.sandbox.request(to_wire(message), self.allowance or MAX_CALL_SECONDS)
 
     def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
         """target(*args, **kwargs) in the worker, e.g. call("attention.causal_mask", 4)."""
@@ -81,7 +83,7 @@ class Student:
 
     def reset(self) -> None:
         """Forget every object the worker holds for us."""
-        self.request({"op": "reset"})
+        self.sandbox.request({"op": "reset"}, RESET_SECONDS)
 
 
 class Remote:

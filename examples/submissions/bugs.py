@@ -534,7 +534,7 @@ BUGS: list[Bug] = [
         old="        h = self.fc1(x)\n",
         new="        h = self.fc1(x)\n        while True:  # a debugging loop left in\n            pass\n",
         description="FeedForward.forward never returns (an infinite loop).",
-        keywords=("timeout", "timed out", "time limit"), crash=True),
+        keywords=("timed out", "time limit", "did not return"), crash=True),
     Bug("exit", "positional", "positional.py",
         old="    p = 1 << (n_heads.bit_length() - 1)",
         new="    import os\n    os._exit(3)\n    p = 1 << (n_heads.bit_length() - 1)",

@@ -17,23 +17,20 @@ ROOT is AUTOGRADER_ROOT, default /autograder; Gradescope unzips the bundle into 
 """
 import json
 import os
-import platform
 import tempfile
-from importlib.metadata import version
 from pathlib import Path
 
 from ..archive import deterministic_zip
 from ..salt import deployment_salt
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, TIMEOUTS, VISIBILITIES
 from .release import INSTRUCTOR_ONLY, JUNK
+from .runner import PINNED, pins
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("grader", "solutions")
 FILES = ("pyproject.toml", "README.md")
 LEFT_OUT = ("grader/suites/hidden/salt",)
 """The salt travels as the bundle's `salt` file (the installed package does not hold it)."""
-PINNED = ("hypothesis", "numpy", "torch")
-"""What decides the hidden inputs (hypothesis's draws) and the results (numpy's and torch's arithmetic)."""
 UV_VERSION = "0.13.9"
 """The uv that setup.sh installs (with pip) to install Python; its version decides Python's patch release."""
 
@@ -136,12 +133,12 @@ def _sources(repo: Path) -> list[Path]:
 
 def constraints() -> str:
     """A pip constraints file: each of PINNED at the version installed here (without torch's "+cpu")."""
-    return "".join(f"{name}=={version(name).partition('+')[0]}\n" for name in PINNED)
+    return "".join(f"{name}=={pins()[name]}\n" for name in PINNED)
 
 
 def setup_script(private: str) -> str:
     """setup.sh for this machine's Python minor version, `private` the installed paths to lock."""
-    python = ".".join(platform.python_version_tuple()[:2])
+    python = pins()["python"]
     return SETUP.replace("@PRIVATE@", private).replace("@PYTHON@", python).replace("@UV@", UV_VERSION)
 
 

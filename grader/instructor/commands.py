@@ -39,10 +39,10 @@ def _grade_all(args: argparse.Namespace) -> int:
     from .runner import VersionMismatch, default_workers
 
     try:
-        seconds = BUDGETS.scaled(args.timeout_scale).backstop
+        seconds = BUDGETS.scaled(args.timeout_scale).backstop * max(1.0, args.wall_scale)
         return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
                          args.scheduler, grade_options(args), seconds, args.similarity, _export(args),
-                         args.hidden if args.feedback else None, _security(args))
+                         args.hidden if args.feedback else None, _security(args), args.regrade)
     except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach
         print(f"grader grade-all: {safe_text(str(error))}", file=sys.stderr)
         return 2
@@ -163,6 +163,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                                "export (Gradescope, Canvas), or a zip of one")
     grade_all.add_argument("--out", required=True, metavar="DIR",
                            help="gradebook.csv, summary.md, <student>.json; a rerun grades only what changed")
+    grade_all.add_argument("--regrade", choices=["timed_out"],
+                           help="grade again only the submissions that timed out, with more patience "
+                                "(the same CPU limits: the others keep their grades)")
     grade_all.add_argument("--similarity", action="store_true",
                            help="also compare the students' code (copydetect): DIR/similarity.html")
     _handback_options(grade_all)
@@ -199,8 +202,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                             help="when students see the hidden tests' results (public ones: always; "
                                  f"default: {DEFAULT_HIDDEN_VISIBILITY})")
     autograder.add_argument("--timeout-scale", type=float, default=1.0, metavar="X",
-                            help="multiply every test's time limit on Gradescope (e.g. 3 on its default "
-                                 "1/2 CPU)")
+                            help="multiply every test's CPU time limit on Gradescope (its 1/2 CPU does "
+                                 "not need it: limits count CPU time)")
     autograder.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                             help="the assignment's timeout on Gradescope: the grading ends within it, "
                                  f"tests it has no time for 'not run' (default: {DEFAULT_TIMEOUT:g})")

@@ -7,8 +7,10 @@ written as its grading ends; `gradebook.csv`, `summary.md` with its figures, and
 `.grade-all-state.json`: per student, the hash of what was graded (its bytes and the options), the
 grader version, the outcome. A rerun grades again only what changed (the submission or the grader)
 or did not end well (error, timed out); what Ctrl-C interrupted is graded next time, and nothing
-already written is lost.
+already written is lost. `--regrade timed_out` grades only the timed-out ones again, with more
+patience (runner.REGRADE_SCALE).
 """
+import dataclasses
 import json
 import sys
 import tempfile
@@ -24,7 +26,7 @@ from . import lms
 from .classroom import Submission, discover
 from .feedback import write_feedback
 from .gradebook import Row, summary, write_figures, write_gradebook
-from .runner import FINAL, Empty, Job, Outcome, Unreadable, grade_jobs, grader_version, payload
+from .runner import FINAL, REGRADE_SCALE, Empty, Job, Outcome, Unreadable, grade_jobs, grader_version, payload
 
 STATE = ".grade-all-state.json"  # hidden: no student id (student_id strips leading dots) can clash
 
@@ -79,11 +81,24 @@ def _done(state: dict, entry: Entry, version: str, out: Path) -> bool:
                for r, s in zip(records, entry.submission.students, strict=True))
 
 
+def _timed_out(state: dict, entry: Entry, version: str) -> bool:
+    """Whether this entry's outcome, graded as it is now, is timed_out (for --regrade timed_out)."""
+    records = [state.get(student) for student in entry.submission.students]
+    return all(_current(r, entry, version) and r["status"] == Outcome.TIMED_OUT for r in records)
+
+
+def _patient(job: Job) -> Job:
+    """The job with REGRADE_SCALE times the wall-clock backstops (the CPU limits, and so the grade of
+    code that finishes, unchanged); it is recorded under the hash of the job as it was."""
+    options = dataclasses.replace(job.options, wall_scale=job.options.wall_scale * REGRADE_SCALE)
+    return dataclasses.replace(job, options=options, seconds=job.seconds * REGRADE_SCALE)
+
+
 def _record(state: dict, out: Path, entry: Entry, version: str, result: dict) -> None:
     """Write each student's scorecard (or remove an outdated one), then the state."""
     for student in entry.submission.students:
         card_file = out / f"{student}.json"
-        if result["outcome"] == Outcome.GRADED:
+        if result.get("card"):  # graded, or graded in part (timed out)
             write_atomic(card_file, json.dumps(result["card"], indent=2) + "\n")
         else:
             card_file.unlink(missing_ok=True)  # an earlier grade of what is no longer the submission
@@ -101,9 +116,9 @@ def _rows(entries: list[Entry], state: dict, version: str, out: Path) -> list[Ro
             record, keys = state.get(student), entry.submission.keys.get(student, ())
             if not _current(record, entry, version):
                 rows.append(Row(student, Outcome.PENDING, "not graded yet: run grade-all again", keys=keys))
-            elif record["status"] == Outcome.GRADED:
+            elif record["status"] == Outcome.GRADED or (out / f"{student}.json").is_file():
                 card = json.loads((out / f"{student}.json").read_text())
-                rows.append(Row(student, Outcome.GRADED, card=card, keys=keys))
+                rows.append(Row(student, Outcome(record["status"]), record["message"], card, keys=keys))
             else:
                 rows.append(Row(student, Outcome(record["status"]), record["message"], keys=keys))
     return sorted(rows, key=lambda row: row.student)
@@ -129,10 +144,11 @@ def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int
 def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
               options: GradeOptions | None = None, seconds: float = BUDGETS.backstop,
               similarity: bool = False, export: lms.Export | None = None, feedback: str | None = None,
-              security: object = None) -> int:
+              security: object = None, regrade: str | None = None) -> int:
     """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
     `export`: also the LMS's gradebook; `feedback`: also each student's feedback, hidden tests shown
-    by that policy; `security`: the Dask cluster's TLS (runner.grade_jobs).
+    by that policy; `security`: the Dask cluster's TLS (runner.grade_jobs); with regrade="timed_out",
+    only those that timed out, again, with more patience.
     Raises classroom.ClassError for input that is not a class, runner.VersionMismatch,
     lms.RosterError for a roster the LMS did not write (before any grading)."""
     out = Path(out)
@@ -147,7 +163,11 @@ def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None 
     for entry in entries:
         if entry.job is None:
             _record(state, out, entry, version, {"outcome": entry.outcome, "message": entry.problem})
-    todo = [entry for entry in entries if entry.job and not _done(state, entry, version, out)]
+    if regrade == Outcome.TIMED_OUT:
+        todo = [dataclasses.replace(entry, job=_patient(entry.job)) for entry in entries
+                if entry.job and _timed_out(state, entry, version)]
+    else:
+        todo = [entry for entry in entries if entry.job and not _done(state, entry, version, out)]
     students = sum(len(entry.submission.students) for entry in entries)
     print(f"{len(entries)} submissions ({students} students): {len(todo)} to grade, "
           f"{len(entries) - len(todo)} unchanged or empty", file=sys.stderr)

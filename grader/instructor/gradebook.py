@@ -117,7 +117,7 @@ def _short(message: str) -> str:
 def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = None) -> str:
     """summary.md's text (its figures: write_figures)."""
     cards = [row.card for row in rows if row.card]
-    not_graded = [row for row in rows if not row.card]
+    not_graded = [row for row in rows if row.status is not Outcome.GRADED]  # timed out: a card, in part
     counts = Counter(row.status.value for row in rows)
     statuses = [f"{counts[status]} {status}" for status in Outcome if counts[status]]
     lines = [f"# Grades: {len(rows)} students", "", f"{', '.join(statuses)} (grader {version}).", ""]
@@ -125,7 +125,7 @@ def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = 
     if cards:
         lines += _score_section(cards) + _component_section(cards) + _failure_section(cards)
     if not_graded:
-        lines += ["## Not graded", "",
+        lines += ["## Not graded, or graded in part", "",
                   *_table(("student", "status", "why"),
                           [(markdown_text(row.student), row.status.value, _short(row.message))
                            for row in not_graded]), ""]

@@ -51,7 +51,8 @@ SUBMISSION, RESULTS, SETTINGS = "submission", "results/results.json", "source/au
 _WHEN = {"after_due_date": "appear after the due date",
          "after_published": "appear when the grades are published", "hidden": "are not shown here"}
 _SAYS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
-         Status.TIMED_OUT: "timed out", Status.CRASHED: "crashed", Status.ERROR: "grader error"}
+         Status.TIMED_OUT: "timed out", Status.STALLED: "stalled (not a verdict: ask for a regrade)",
+         Status.CRASHED: "crashed", Status.ERROR: "grader error"}
 _UPLOAD = ", ".join(f"`{name}.py`" for name in MODULES)
 DEFAULT_TIMEOUT = 600.0
 """Gradescope's default autograder timeout (10 minutes; 40 at most)."""

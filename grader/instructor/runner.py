@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import os
+import platform
 import select
 import signal
 import subprocess
@@ -33,10 +34,16 @@ from ..archive import ArchiveError, deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
 from ..sandbox.cgroup import kill_judge
-from ..spec import BUDGETS
+from ..spec import BUDGETS, Status
 from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH
 
+REGRADE_SCALE = 4.0
+"""`grade-all --regrade timed_out` grades again with wall-clock backstops this many times longer
+(`grader grade --wall-scale`): more patience, the same CPU limits, so grades comparable with the rest."""
+PINNED = ("hypothesis", "numpy", "torch")
+"""What decides the hidden inputs (hypothesis's draws) and the results (numpy's and torch's arithmetic),
+with Python's minor version: part of grader_version, and pinned in the Gradescope bundle."""
 STOP_SECONDS = 10.0
 """After Ctrl-C, how long a grading process gets to stop its sandbox before it is killed."""
 MAX_PAYLOAD_BYTES = 2 * MAX_ZIP_BYTES
@@ -50,7 +57,7 @@ class Outcome(StrEnum):
     GRADED = "graded"
     EMPTY = "empty"  # nothing submitted: a missing or empty file, a folder or zip without files
     UNREADABLE = "unreadable"  # `grader grade` cannot read it (a corrupt zip, no exercise file, ...)
-    TIMED_OUT = "timed_out"
+    TIMED_OUT = "timed_out"  # graded in part: a test stalled for lack of time (or the whole grading did)
     ERROR = "error"  # the grader itself failed (or the cluster lost the task): worth a rerun
     PENDING = "pending"  # not graded yet (the run was interrupted)
 
@@ -130,11 +137,18 @@ GRADING_PACKAGES = ("grader", "solutions")
 bundle builders, which change no grade)."""
 
 
+def pins() -> dict[str, str]:
+    """The versions of PINNED installed here (without a local label: torch's "+cpu"), and Python's."""
+    found = {name: version(name).partition("+")[0] for name in PINNED}
+    return {**found, "python": ".".join(platform.python_version_tuple()[:2])}
+
+
 @cache
 def grader_version() -> str:
     """What a grade depends on besides the submission: the sources of GRADING_PACKAGES (less
-    grader/instructor/), and the deployment's salt (hashed in: the salt never leaves the machine)."""
-    digest = hashlib.sha256()
+    grader/instructor/), the versions that decide inputs and results (pins), and the deployment's salt
+    (hashed in: the salt never leaves the machine)."""
+    digest = hashlib.sha256(json.dumps(pins(), sort_keys=True).encode())
     for package in GRADING_PACKAGES:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.origin:
@@ -248,7 +262,17 @@ def _signal(process: subprocess.Popen, number: int) -> None:
 
 def _result(outcome: Outcome, message: str = "", card: dict | None = None, seconds: float = 0.0) -> dict:
     return {"outcome": outcome.value, "message": message, "card": card, "grader": grader_version(),
-            "seconds": round(seconds, 3)}
+            "pins": pins(), "seconds": round(seconds, 3)}
+
+
+def _graded(card: dict, seconds: float) -> dict:
+    """A scorecard's outcome: GRADED, or TIMED_OUT (with the card) where a test stalled: the machine
+    was too loaded to tell whether it would pass (its status is "stalled")."""
+    stalled = sum(test["status"] == Status.STALLED for test in card["tests"])
+    if stalled:
+        return _result(Outcome.TIMED_OUT, f"{stalled} test(s) stalled on a loaded machine: "
+                                          "grade-all --regrade timed_out grades it again", card, seconds)
+    return _result(Outcome.GRADED, card=card, seconds=seconds)
 
 
 def grade_job(job: Job) -> dict:
@@ -261,6 +285,8 @@ def grade_job(job: Job) -> dict:
     seconds = time.monotonic() - start
     if reply is None:
         return _result(Outcome.TIMED_OUT, f"grading ran past {job.seconds:g} s", seconds=seconds)
+    if reply["outcome"] == Outcome.GRADED:
+        return _graded(reply["card"], seconds)
     return _result(Outcome(reply["outcome"]), reply["message"], reply.get("card"), seconds)
 
 
@@ -298,6 +324,11 @@ def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None,
         try:
             for future in cf.as_completed(futures):
                 result = _outcome(future)
+                differ = [f"{name} {theirs} (here {pins()[name]})" for name, theirs in result["pins"].items()
+                          if pins().get(name) != theirs]
+                if differ:
+                    raise VersionMismatch(f"a worker has {', '.join(differ)}: install the same versions, "
+                                          "which decide the hidden inputs and results, on both")
                 if result["grader"] != grader_version():
                     raise VersionMismatch(
                         f"a worker grades with grader {result['grader']}, this machine with "

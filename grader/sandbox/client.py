@@ -9,6 +9,12 @@ it and every process it started are killed before anything else happens.
 The judge talks to a worker over the worker's stdin and stdout (a Channel: every read and write
 has a deadline); the worker's own output goes to its log. Linux, macOS and Windows all run it
 ("plain" mode off Linux), each with the limits it supports (jail.py).
+
+Time limits count the CPU seconds the worker uses (`Sandbox.cpu_seconds`), not the wall clock: a
+loaded machine slows a worker down but does not make it use more CPU. A wall-clock backstop,
+spec.Budgets.wall_factor times longer, stops a worker that sleeps or waits instead of computing: it
+counts the time spent waiting for the worker's reply, less the time the worker itself waited for a CPU
+(the kernel's run-queue delay, /proc/PID/task/TID/schedstat), so load does not bring it nearer either.
 """
 import contextlib
 import functools
@@ -21,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +39,7 @@ from ..submission import special
 from . import seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
-from .protocol import Channel, Deadline, ProtocolError
+from .protocol import TIME_LIMIT, Channel, Deadline, ProtocolError
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -60,6 +67,14 @@ _NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
 _LOG_TAIL_BYTES = 2000
 _WINDOWS_VARIABLES = ("SYSTEMROOT", "PATH")
 """What Python needs of the environment on Windows (SYSTEMROOT: its random numbers; PATH: DLLs)."""
+GRACE_SECONDS = 0.5
+"""CPU seconds a worker out of time gets to say where it was (SIGXCPU), before it is killed."""
+_POLL_SECONDS = 0.25
+_PROC = Path("/proc/self/stat").is_file()
+SEES_STARVATION = Path("/proc/self/schedstat").is_file()
+"""Whether the kernel says how long a process waited for a CPU: then the backstop's clock leaves that
+out, and reaching it is a fact about the code (it slept), not about the machine."""
+_TICKS = os.sysconf("SC_CLK_TCK") if _PROC else 100
 
 
 class SandboxUnavailable(RuntimeError):
@@ -356,12 +371,87 @@ def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:
     return text + (f" (not available here: {'; '.join(not_set)})" if not_set else "")
 
 
-class WorkerLost(RuntimeError):
-    """The worker crashed, exited, hung past its deadline or broke the protocol."""
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (each thread's children, from /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        process = todo.pop()
+        found.append(process)
+        try:
+            for task in Path(f"/proc/{process}/task").iterdir():
+                todo += map(int, (task / "children").read_text().split())
+        except OSError:
+            pass  # gone meanwhile
+    return found
 
-    def __init__(self, reason: str, timed_out: bool = False):
+
+def _cpu_of(pid: int) -> float:
+    """User and system CPU seconds of one process, with those of its children it has waited for."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return sum(int(ticks) for ticks in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
+
+
+def _scheduled(pids: list[int]) -> tuple[float, float]:
+    """Seconds these processes' threads have run, and waited for a CPU (runnable, not running), from
+    /proc/PID/task/TID/schedstat; (0, 0) where the kernel does not keep them."""
+    ran = waited = 0
+    for pid in pids:
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                on_cpu, on_queue, _ = (task / "schedstat").read_text().split()
+                ran, waited = ran + int(on_cpu), waited + int(on_queue)
+        except (OSError, ValueError):
+            pass
+    return ran / 1e9, waited / 1e9
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """Until when calls may run, on the sandbox's two clocks: `cpu` on Sandbox.cpu_seconds() (the
+    limit), `waited` on Sandbox.waited (the wall-clock backstop)."""
+
+    cpu: float
+    waited: float
+    seconds: float
+    """The limit, in CPU seconds (for messages)."""
+
+
+class WorkerLost(RuntimeError):
+    """The worker crashed, exited, hung past its deadline or broke the protocol.
+
+    A timed-out worker `stalled` when the wall-clock backstop stopped it before its CPU limit (it was
+    starved by a loaded machine, or the judge cannot tell); otherwise it used its CPU time, or slept.
+    `function` and `where` say where the student's code was when its time ran out, if it said.
+    """
+
+    def __init__(self, reason: str, timeout: str = "", function: str = "", where: str = ""):
         super().__init__(reason)
-        self.timed_out = timed_out
+        self.timeout, self.function, self.where = timeout, function, where
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.timeout)
+
+    @property
+    def stalled(self) -> bool:
+        return self.timeout == STALLED
+
+
+CPU, ASLEEP, STALLED = "cpu", "asleep", "stalled"
+"""How a call ran out of time (WorkerLost.timeout): it used its CPU seconds; it slept or waited past
+the backstop; the backstop passed while it was starved of CPU (or the judge cannot tell which)."""
+_REASONS = {CPU: "used up its CPU time (an infinite loop, or far too slow?)",
+            ASLEEP: "slept or waited past the wall-clock backstop without computing",
+            STALLED: "did not answer within the wall-clock backstop (a machine too loaded?)"}
+
+
+class _OutOfTime(Exception):
+    def __init__(self, timeout: str):
+        super().__init__(timeout)
+        self.timeout = timeout
 
 
 class StudentError(Exception):
@@ -390,8 +480,12 @@ class Worker:
     both read-only to the worker; each worker gets a new home folder of its own there.
     """
 
-    def __init__(self, area: Path, blocked: frozenset[str], confinement_mode: str, limits: Limits):
-        self.mode = confinement_mode
+    def __init__(self, area: Path, blocked: frozenset[str], confinement_mode: str, limits: Limits,
+                 refused: tuple[tuple[str, str], ...] = ()):
+        self.mode, self.refused = confinement_mode, refused
+        self.started = time.monotonic()
+        self.cpu = self.waited = 0.0  # its clocks since it was ready: CPU seconds used, seconds waited for
+        self._cpu_at_ready = 0.0
         self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
         home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
         if self.uid is not None:
@@ -436,17 +530,18 @@ class Worker:
         self.not_set: list[str] = []
         """The limits the worker could not set on this platform (its first message says)."""
 
-    def request(self, message: dict, timeout: float) -> Any:
-        """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise."""
+    def request(self, message: dict, cpu_deadline: float, waited_deadline: float) -> Any:
+        """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise.
+        It may run until the worker's clocks (self.cpu, self.waited) reach these deadlines."""
         self.wait_ready()  # start-up is not charged to the call
         try:
-            deadline = time.monotonic() + timeout
-            self.channel.send(message, deadline)
-            reply = self.channel.receive(deadline)
-        except Deadline:
+            self.channel.send(message, time.monotonic() + BUDGETS.worker_start)
+            reply = self._await(cpu_deadline, waited_deadline)
+        except _OutOfTime as out:
+            raise self._time_out(out.timeout) from None
+        except Deadline:  # the request could not even be written
             self.close()
-            raise WorkerLost(f"timed out after {timeout:.0f} s (an infinite loop, or far too slow?)",
-                             timed_out=True) from None
+            raise WorkerLost(_REASONS[STALLED], STALLED) from None
         except (EOFError, OSError, ProtocolError) as error:
             self.close()
             raise WorkerLost(self._death_reason(error)) from None
@@ -460,23 +555,92 @@ class Worker:
             raise WorkerLost("the worker's reply was refused: it is not a reply")
         return reply["ok"]
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the worker and every process it started have used since it was ready: its
+        control group's count where it has one (double forks and new sessions included), else the sum
+        over its process tree in /proc; where there is neither (macOS), wall-clock seconds since it
+        started."""
+        used = self.group.cpu_seconds() if self.group else None
+        if used is None and _PROC:
+            used = sum(map(_cpu_of, _descendants(self.process.pid)))
+        return (time.monotonic() - self.started if used is None else used) - self._cpu_at_ready
+
+    def _await(self, cpu_deadline: float, waited_deadline: float) -> Any:
+        """The worker's next message; _OutOfTime once its CPU clock reaches cpu_deadline, or its waited
+        clock waited_deadline (the seconds waited, less those it spent waiting for a CPU)."""
+        waited, starved, queued_first = 0.0, 0.0, None
+        while True:
+            # self.cpu, read last, is at most the CPU used: a thread's CPU grows no faster than the clock
+            left = min(cpu_deadline - self.cpu, waited_deadline - self.waited - waited + starved)
+            start = time.monotonic()
+            try:
+                reply = self.channel.receive(start + min(max(left, 0.01), _POLL_SECONDS))
+            except Deadline:
+                waited += time.monotonic() - start
+            else:
+                self.waited += waited + time.monotonic() - start - starved
+                return reply
+            self.cpu = self.cpu_seconds()
+            queued = _scheduled(_descendants(self.process.pid))[1]  # a call's first poll sets the zero
+            queued_first = queued if queued_first is None else queued_first
+            starved = queued - queued_first
+            if self.cpu >= cpu_deadline:
+                self.waited += waited - starved
+                raise _OutOfTime(CPU)
+            if self.waited + waited - starved >= waited_deadline:
+                self.waited += waited - starved
+                raise _OutOfTime(ASLEEP if self._asleep() else STALLED)
+
+    def _asleep(self) -> bool:
+        """Whether the worker neither runs nor waits for a CPU (it sleeps, or waits for something
+        else) over a short look; False where /proc cannot tell."""
+        pids = _descendants(self.process.pid)
+        before = sum(_scheduled(pids))
+        time.sleep(GRACE_SECONDS)
+        return before > 0 and sum(_scheduled(pids)) == before
+
+    def _time_out(self, timeout: str) -> WorkerLost:
+        """The call ran out of time: ask the worker where it is (SIGXCPU makes the student's code raise
+        there), then kill it."""
+        function = where = ""
+        if timeout != STALLED and hasattr(signal, "SIGXCPU"):  # POSIX
+            self._signal(signal.SIGXCPU)
+            try:
+                grace = GRACE_SECONDS * BUDGETS.wall_factor
+                error = self._await(self.cpu + GRACE_SECONDS, self.waited + grace).get("error") or {}
+                if error.get("type") == TIME_LIMIT:
+                    function, where = str(error.get("function", "")), str(error.get("where", ""))
+            except (_OutOfTime, Deadline, EOFError, OSError, ProtocolError, AttributeError):
+                pass  # it did not say (stuck in a C call, or it caught the signal's exception)
+        self.close()
+        return WorkerLost(_REASONS[timeout], timeout, function, where)
+
     def wait_ready(self) -> None:
-        """Block until the worker has imported what it needs (its first message); WorkerLost, with
-        the end of its log, if it could not."""
+        """Block until the worker has imported what it needs (its first message: within
+        BUDGETS.worker_start seconds of its CPU), then tell it the functions it must refuse; WorkerLost,
+        with the end of its log, if it could not."""
         if self._ready:
             return
         try:
-            first = self.channel.receive(time.monotonic() + BUDGETS.worker_start)
+            try:
+                first = self._await(BUDGETS.worker_start, BUDGETS.worker_start * BUDGETS.wall_factor)
+            except _OutOfTime:
+                raise Deadline("no answer in time") from None
             if not (isinstance(first, dict) and first.get("ready") is True
                     and isinstance(first.get("not_set"), list)):
                 raise ProtocolError("its first message is not the one it sends when ready")
+            for function, message in self.refused:
+                self.channel.send({"op": "refuse", "function": function, "message": message},
+                                  time.monotonic() + BUDGETS.worker_start)
+                self.channel.receive(time.monotonic() + BUDGETS.worker_start)
         except (Deadline, EOFError, OSError, ProtocolError) as error:
             self.close()  # first: then its log says all it will
             tail = self.log_tail()
             raise WorkerLost(f"the worker could not start: {error}"
                              + (f"; its log ends with:\n{tail}" if tail else " (its log is empty)")) from None
         self.not_set = [safe_text(text, 200) for text in first["not_set"][:10]]
-        self._ready = True
+        self._cpu_at_ready = self.cpu_seconds()
+        self.cpu, self.waited, self._ready = 0.0, 0.0, True
 
     def log_tail(self) -> str:
         """The end of the worker's log (what it printed, and why it stopped, if it said), safe to show."""
@@ -497,12 +661,10 @@ class Worker:
             return f"the process exited with code {code} (os._exit or a crash)"
         return "the process stopped answering"
 
-    def cpu_seconds(self) -> float | None:
-        """CPU time the worker and every process it started have used (None without a control group)."""
-        return self.group.cpu_seconds() if self.group else None
-
     def close(self) -> None:
         """Kill the worker and every process it started, wait until they are gone, remove its group."""
+        if self._ready and self.process.poll() is None:
+            self.cpu = self.cpu_seconds()  # its last reading: the sandbox's clock keeps it
         if self.group:
             self.group.kill()
         if self.process.poll() is None:
@@ -514,19 +676,27 @@ class Worker:
             self.group.remove()
         self.channel.close()
 
+    def _first(self) -> int:
+        """The worker's own process: in a PID namespace, the launcher's child (its first process)."""
+        if self.mode in ("root", "userns"):
+            try:
+                children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+                return int(children.split()[0]) if children.split() else self.process.pid
+            except OSError:
+                pass
+        return self.process.pid
+
+    def _signal(self, number: int) -> None:
+        try:
+            os.kill(self._first(), number)
+        except ProcessLookupError:
+            pass
+
     def _kill(self) -> None:
         if self.mode in ("root", "userns"):
             # The namespace's first process: when it dies the kernel kills the rest, and unshare
             # exits once they are all gone.
-            try:
-                children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
-                target = int(children.split()[0]) if children.split() else self.process.pid
-            except OSError:
-                target = self.process.pid
-            try:
-                os.kill(target, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._signal(signal.SIGKILL)
         else:
             _kill_tree(self.process.pid)
 
@@ -559,11 +729,13 @@ class Sandbox:
         self.blocked: frozenset[str] = frozenset()
         self.not_set: list[str] = []
         """The limits this platform refused (the last ready worker's word)."""
+        self.refused: tuple[tuple[str, str], ...] = ()
+        self._cpu_before = self._waited_before = 0.0  # the clocks of the workers closed so far
 
     def start(self) -> None:
         """Start a worker now, so that its imports overlap the judge's own work."""
         if self.worker is None:
-            self.worker = Worker(self.area, self.blocked, self.mode, self.limits)
+            self.worker = Worker(self.area, self.blocked, self.mode, self.limits, self.refused)
 
     def block(self, module: str) -> None:
         """Never import this submission module again: importing it fails at once, in a new worker
@@ -571,23 +743,59 @@ class Sandbox:
         self.blocked |= {module}
         self.close()
 
+    def refuse(self, function: str, message: str) -> None:
+        """From the next worker on, `function` ("module.Qual.name" of the submission, e.g. one that
+        hung) raises BLOCKED with `message` wherever it is called from, instead of running."""
+        self.refused += ((function, message),)
+        self.close()
+
     def ready(self) -> None:
         """Start a worker if none is running and wait until it can take calls."""
         self.start()
         try:
             self.worker.wait_ready()
-        except WorkerLost:
-            self.worker = None
+        except WorkerLost:  # the worker is closed already
+            self._retire()
             raise
         self.not_set = self.worker.not_set
 
-    def request(self, message: dict, timeout: float) -> Any:
+    def cpu_seconds(self) -> float:
+        """The CPU seconds its workers have used since each was ready: the clock time limits count."""
+        if self.worker is not None and self.worker._ready:
+            self.worker.cpu = self.worker.cpu_seconds()
+        return self._cpu_before + (self.worker.cpu if self.worker else 0.0)
+
+    @property
+    def waited(self) -> float:
+        """The seconds spent waiting for its workers' replies while they were not waiting for a CPU
+        themselves: the clock of the wall-clock backstop."""
+        return self._waited_before + (self.worker.waited if self.worker else 0.0)
+
+    def allowance(self, seconds: float, wall_scale: float = 1.0) -> Allowance:
+        """From now on, `seconds` of CPU, and `seconds` * BUDGETS.wall_factor * wall_scale of waiting."""
+        wall = seconds * BUDGETS.wall_factor * wall_scale
+        return Allowance(self.cpu_seconds() + seconds, self.waited + wall, seconds)
+
+    def spent(self, allowance: Allowance) -> str:
+        """How `allowance` ran out by the last reading of the clocks (CPU, ASLEEP or STALLED), "" if it
+        has not."""
+        if self._cpu_before + (self.worker.cpu if self.worker else 0.0) >= allowance.cpu:
+            return CPU
+        if self.waited >= allowance.waited:
+            return ASLEEP if SEES_STARVATION else STALLED
+        return ""
+
+    def request(self, message: dict, limit: "float | Allowance") -> Any:
+        """Send one request to the worker (started if needed); it may run `limit` CPU seconds, or
+        until the Allowance is spent."""
+        if not isinstance(limit, Allowance):
+            limit = self.allowance(limit)
         self.ready()
-        worker = self.worker
         try:
-            return worker.request(message, timeout)
-        except WorkerLost:
-            self.worker = None
+            return self.worker.request(message, limit.cpu - self._cpu_before,
+                                       limit.waited - self._waited_before)
+        except WorkerLost:  # the worker is closed already
+            self._retire()
             raise
 
     def isolation(self) -> dict:
@@ -599,4 +807,10 @@ class Sandbox:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
-            self.worker = None
+            self._retire()
+
+    def _retire(self) -> None:
+        """Forget the closed worker, keeping its clocks' last readings."""
+        self._cpu_before += self.worker.cpu
+        self._waited_before += self.worker.waited
+        self.worker = None

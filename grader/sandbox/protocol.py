@@ -40,6 +40,10 @@ DTYPES = frozenset(np.dtype(name).str for name in (
 WAKE_SECONDS = 0.25
 TOO_MUCH_OUTPUT = "TooMuchOutput"
 """The error type the worker reports when the student's output filled the capped log."""
+TIME_LIMIT = "TimeLimit"
+"""The error type the worker reports when the judge stopped the student's code for time (SIGXCPU)."""
+BLOCKED = "Blocked"
+"""The error type of a call that reached a function the judge told the worker to refuse (it hung)."""
 _LENGTH = struct.Struct(">Q")
 
 

@@ -11,8 +11,10 @@ one of a few torch builders the tests use for fixtures (FIXTURES). What docs/spe
 exercises (FORBIDDEN) is replaced, before the submission is imported, by stand-ins that raise.
 """
 import errno
+import inspect
 import io
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -25,7 +27,7 @@ from . import eager
 from .forbidden import forbid
 from .jail import Limits
 from .loader import import_module, import_package
-from .protocol import TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
+from .protocol import BLOCKED, TIME_LIMIT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": torch.manual_seed,
@@ -36,6 +38,31 @@ FIXTURES = {
     "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
+class TimeLimit(BaseException):
+    """Raised in the student's code when the judge says its time is up (SIGXCPU): the reply then says
+    where it was. A BaseException, so that `except Exception` in the student's code lets it through."""
+
+
+class Blocked(BaseException):
+    """A call reached a function the judge found hanging (it stands in for that function)."""
+
+
+TimeLimit.__name__, Blocked.__name__ = TIME_LIMIT, BLOCKED
+_serving = False
+"""True while a request runs: SIGXCPU stops the student's code only then (never a reply being sent)."""
+
+
+def _on_time_limit(number: int, frame: Any) -> None:
+    if _serving:
+        raise TimeLimit("out of time")
+
+
+def _blocked(message: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise Blocked(message)
+    return refuse
+
+
 class _Refuse:
     """A meta-path finder that refuses the reference solutions, and the submission's `blocked`
     modules (found broken by the judge: they fail at once instead of hanging or flooding again)."""
@@ -147,16 +174,38 @@ class Session:
             self.objects.clear()
             torch.manual_seed(0)
             return {}
+        if op == "refuse":
+            self.refuse(request["function"], request["message"])
+            return {}
         raise ValueError(f"unknown op {op!r}")
+
+    def refuse(self, function: str, message: str) -> None:
+        """Replace `function` ("module.Qual.name") by a stand-in that raises Blocked(message), in its
+        module or class and wherever a module of the submission holds it (`from .x import f`)."""
+        module, _, qualname = function.partition(".")
+        owner: Any = import_module(self.package, module)
+        *path, name = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original, stand_in = inspect.getattr_static(owner, name), _blocked(message)
+        setattr(owner, name, stand_in)
+        modules = [m for key, m in sys.modules.items() if key.startswith(f"{PACKAGE}.")]
+        classes = [c for m in modules for c in vars(m).values()
+                   if isinstance(c, type) and c.__module__.startswith(f"{PACKAGE}.")]
+        for holder in [*modules, *classes]:  # aliases: `from .x import f`, `forward = f` in a class
+            for attr, value in list(vars(holder).items()):
+                if value is original:
+                    setattr(holder, attr, stand_in)
 
     def describe(self, error: BaseException) -> dict:
         """The error as the student should see it: type, message, and where in their files."""
-        where, file, line = "", "", 0
-        for frame in traceback.extract_tb(error.__traceback__):
-            path = Path(frame.filename)
+        where, file, line, function = "", "", 0, ""
+        for frame, lineno in traceback.walk_tb(error.__traceback__):
+            path = Path(frame.f_code.co_filename)
             if path.is_relative_to(self.submission_dir):
-                file, line = path.name, frame.lineno
-                where = f"{file}, line {line}, in {frame.name}"
+                file, line = path.name, lineno
+                where = f"{file}, line {line}, in {frame.f_code.co_name}"
+                function = f"{path.stem}.{frame.f_code.co_qualname}"
         # As the student sees their files: by name, not as the grader's package in a scratch folder
         message = str(error).replace(f"{self.submission_dir}/", "").replace(f"'{PACKAGE}.", "'")
         if isinstance(error, SyntaxError) and error.filename:  # str() would repeat the location
@@ -168,7 +217,8 @@ class Session:
         if isinstance(error, OSError) and error.errno == errno.EFBIG:  # the log's RLIMIT_FSIZE
             type_name = TOO_MUCH_OUTPUT
             message = f"your code printed more than {self.output_bytes >> 20} MiB: remove the prints"
-        return {"type": type_name, "message": message[:1000], "where": where, "file": file, "line": line}
+        return {"type": type_name, "message": message[:1000], "where": where, "file": file, "line": line,
+                "function": function}
 
 
 def _kind(value: Any) -> str:
@@ -188,6 +238,7 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
          not_set: list[str]) -> None:
     """Serve the judge: argv is SUBMISSION_DIR [BLOCKED]; `not_set` (the limits this platform refused)
     goes with the first message."""
+    global _serving
     submission_dir = Path(argv[0])
     blocked = argv[1].split(",") if len(argv) > 1 and argv[1] else []
     sys.meta_path.insert(0, _Refuse(blocked))
@@ -196,6 +247,8 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sys.dont_write_bytecode = True
+    if hasattr(signal, "SIGXCPU"):  # not on Windows: there a worker out of time is killed, unasked
+        signal.signal(signal.SIGXCPU, _on_time_limit)
     session = Session(submission_dir, limits.file_bytes)
     send(replies, {"ready": True, "not_set": not_set})
     while True:
@@ -204,11 +257,14 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
         except EOFError:
             return
         try:
+            _serving = True
             reply = {"ok": session.handle(request)}
         except BaseException as error:  # noqa: BLE001 - SystemExit too: it costs one call, not the worker
+            _serving = False
             reply = {"error": session.describe(error)}
             if reply["error"]["type"] == TOO_MUCH_OUTPUT:
                 _empty_log()
+        _serving = False
         try:
             send(replies, reply)
         except (TypeError, ValueError, ProtocolError) as error:

@@ -208,7 +208,7 @@ def test_where_no_group_can_be_made_the_worker_runs_without_one(hostile, tmp_pat
     box = Sandbox(hostile, tmp_path)
     try:
         assert call(box, "shm", SHM_KEY + 2, False) is False
-        assert box.worker.group is None and box.worker.cpu_seconds() is None
+        assert box.worker.group is None and box.worker.cpu_seconds() >= 0  # counted from /proc instead
     finally:
         box.close()
 

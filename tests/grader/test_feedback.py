@@ -70,8 +70,8 @@ def test_a_file_that_cannot_be_imported_is_said_once_and_its_tests_do_not_run(tm
         "attention": {(Status.FAILED, f"{syntax} (attention.py imports it)")},
         "feedforward": {(Status.FAILED, "feedforward.py is missing")},
         "trainer": {(Status.FAILED, "trainer.py: your code printed more than 8 MiB: remove the prints")},
-        "quiz": {(Status.TIMED_OUT, "importing quiz.py did not finish within 3 s (an infinite loop at import "
-                                    "time?)")},
+        "quiz": {(Status.TIMED_OUT, "importing quiz.py did not finish within 3 s of CPU time (an infinite "
+                                    "loop at import time?)")},
     }
     problems = terminal(scorecard(results), "Check").split("What to look at:\n")[1].splitlines()
     attention = len(all_cases(public_only=True, components=("attention",)))

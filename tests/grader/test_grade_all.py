@@ -127,6 +127,23 @@ def test_a_rerun_grades_only_what_changed(graded, classroom):
     assert {k: v for k, v in after.items() if k != "erin"} == {k: v for k, v in state.items() if k != "erin"}
 
 
+def test_regrade_timed_out_grades_only_those_again_keeping_the_others(graded, classroom):
+    """bob's grading stalled (as on a loaded machine): `--regrade timed_out` grades bob alone again, with
+    more patience, under the hash he had; a plain rerun then keeps everyone."""
+    out = graded["out"]
+    state_file = out / ".grade-all-state.json"
+    state = json.loads(state_file.read_text())
+    state["bob"] = {**state["bob"], "status": "timed_out", "message": "1 test(s) stalled on a loaded machine"}
+    state_file.write_text(json.dumps(state))
+    again = grade_all(classroom / "class", "--out", out, "--regrade", "timed_out")
+    assert again.returncode == 0 and to_grade(again.stderr) == 1, again.stderr
+    after = json.loads(state_file.read_text())
+    assert after["bob"]["status"] == "graded" and after["bob"]["hash"] == state["bob"]["hash"]
+    assert {k: v for k, v in after.items() if k != "bob"} == {k: v for k, v in state.items() if k != "bob"}
+    rerun = grade_all(classroom / "class", "--out", out)
+    assert rerun.returncode == 0 and to_grade(rerun.stderr) == 0, rerun.stderr
+
+
 def _start(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log.open("w"),
                             start_new_session=True)

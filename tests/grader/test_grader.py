@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from grader.cli import main
 from grader.judge import GuardedStudent, judge, run_case
 from grader.results import Result
-from grader.sandbox.client import Sandbox
+from grader.sandbox.client import Allowance, Sandbox
 from grader.scoring import scorecard
 from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
 from grader.suites import Case, Suite, all_cases
@@ -215,14 +215,15 @@ def test_a_failure_names_the_input_of_the_failing_call(fn, said, shown, tmp_path
 @pytest.mark.sandbox
 def test_shrinking_out_of_time_reports_the_first_failure(tmp_path):
     """The limit passes while hypothesis shrinks: the first failure is reported, with its input, and the
-    case stops there. (The deadline is moved, not waited for: no wall-clock assertion that load can break.)"""
+    case stops there. (The allowance is spent at once, not waited for: no wall-clock assertion that load
+    can break.)"""
     calls = []
 
     @given(n=st.integers(0, 1000))
     def slow_failing_case(student, n):
         """a slow test"""
         if any(not ok for _, ok in calls):  # a failure was seen: now hypothesis shrinks, out of time
-            student.deadline = 0.0
+            student.allowance = Allowance(cpu=0.0, waited=0.0, seconds=0.0)
         student.call("torch.manual_seed", n)
         calls.append((n, n < 1))
         expect(n < 1, f"n={n} is too big")
