@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from test_classroom import zip_of
 
+from attacks import escape_code
 from grader.instructor.runner import MAX_PAYLOAD_BYTES
 from grader.sandbox import cgroup
 from grader.sandbox.client import mode
@@ -30,7 +31,7 @@ from grader.sandbox.jail import Limits
 from grader.submission import MAX_ZIP_BYTES
 from helpers import EXAMPLES
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.xdist_group("grade_all"),
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.sandbox, pytest.mark.xdist_group("grade_all"),
               pytest.mark.skipif(mode() != "root" or not {"memory", "pids"} <= cgroup.available(),
                                  reason=f"needs root, namespaces and cgroups (here: {mode()!r} mode, "
                                         f"controllers {sorted(cgroup.available()) or 'none'})")]
@@ -45,14 +46,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 PRELUDE = "import ctypes, ctypes.util, os, subprocess, time\n"
 ATTACKS = {
-    "outlive": f"""\
-subprocess.Popen(["sleep", "{MARKER}"], start_new_session=True)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execvp("sleep", ["sleep", "{MARKER}"])
-    os._exit(0)
-""",
+    "outlive": escape_code(MARKER),
     "hog": """\
 pids = []
 for _ in range(3):

@@ -4,7 +4,6 @@ loopback, and one clear message for a tls:// address without certificates."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attacks import stop_sessions
 from grader.cli import main as grader_main
 from helpers import EXAMPLES
 
@@ -85,11 +85,4 @@ def test_grade_all_grades_through_a_tls_scheduler(tmp_path):
         assert f"on {address}" in done.stderr
         assert json.loads((out / "ada.json").read_text())["score"] == 5
     finally:
-        for process in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_sessions(processes)

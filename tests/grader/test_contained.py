@@ -13,9 +13,11 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from textwrap import indent
 
 import pytest
 
+from attacks import call, escape_code, state, survivors
 from grader.sandbox import cgroup
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
@@ -64,13 +66,7 @@ ATTACKS = textwrap.dedent(f"""\
         return children
 
     def escape():
-        subprocess.Popen(["sleep", "{MARKER}"], start_new_session=True)
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execvp("sleep", ["sleep", "{MARKER}"])
-            os._exit(0)
-        return os.getpid()
+{indent(escape_code(MARKER), " " * 8)}        return os.getpid()
 
     def shm(key, create):
         flags = 0o1000 | 0o666 if create else 0  # IPC_CREAT
@@ -98,26 +94,6 @@ def hostile(tmp_path: Path) -> Path:
     return submission
 
 
-def call(box: Sandbox, target: str, *args, timeout: float = 60.0):
-    return box.request({"op": "call", "target": f"attention.{target}", "args": list(args)}, timeout)["result"]
-
-
-def survivors() -> list[int]:
-    """Processes still sleeping MARKER seconds (not zombies)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if MARKER in (entry / "cmdline").read_bytes().decode(errors="replace") and _state(entry) != "Z":
-                found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
-
-
-def _state(process: Path) -> str:
-    return (process / "stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
 def _descendants(pid: int) -> set[int]:
     parents = {}
     for entry in Path("/proc").glob("[0-9]*"):
@@ -134,7 +110,7 @@ def _descendants(pid: int) -> set[int]:
 
 def _alive(pid: int) -> bool:
     try:
-        return _state(Path(f"/proc/{pid}")) != "Z"
+        return state(Path(f"/proc/{pid}")) != "Z"
     except OSError:
         return False
 
@@ -195,9 +171,10 @@ def test_closing_a_worker_kills_its_group_and_removes_it(hostile, tmp_path):
     group = box.worker.group
     call(box, "escape")
     inside = cgroup._processes([folder for _, folder in group.folders])
-    assert set(survivors()) <= inside and survivors(), "double forks and new sessions stay in the group"
+    escaped = survivors(MARKER)
+    assert escaped and set(escaped) <= inside, "double forks and new sessions stay in the group"
     box.close()
-    assert survivors() == []
+    assert survivors(MARKER) == []
     assert not any(folder.exists() for _, folder in group.folders)
 
 
@@ -236,15 +213,15 @@ def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path):
                              start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while len(survivors()) < 2 and time.monotonic() < deadline:
+        while len(survivors(MARKER)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(survivors()) == 2, "the submission's import started its escapes"
+        assert len(survivors(MARKER)) == 2, "the submission's import started its escapes"
         grading = _descendants(judge.pid)
         os.kill(judge.pid, signal.SIGKILL)
         judge.wait()
         time.sleep(5)
         assert [pid for pid in grading if _alive(pid)] == []
-        assert survivors() == []
+        assert survivors(MARKER) == []
     finally:
         if judge.poll() is None:
             judge.kill()
@@ -259,9 +236,9 @@ def test_killing_a_judges_groups_ends_its_workers(hostile, tmp_path):
     try:
         box.ready()
         call(box, "escape")
-        assert survivors()
+        assert survivors(MARKER)
         cgroup.kill_judge(os.getpid())
-        assert survivors() == [] and box.worker.process.wait(10) is not None
+        assert survivors(MARKER) == [] and box.worker.process.wait(10) is not None
     finally:
         box.close()
 

@@ -4,7 +4,6 @@ changed, and the same gradebook from a real Dask cluster (a scheduler and two wo
 Graded with --only quiz, the cheapest component: these tests are about the class, not the grade."""
 import csv
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_classroom import notebook_of, zip_of
 
+from attacks import stop_sessions
 from grader.instructor.gradebook import HEADER
 from helpers import EXAMPLES, load_bugs
 
@@ -172,14 +172,7 @@ def dask_cluster(tmp_path):
             client.wait_for_workers(2, timeout=120)
         yield address
     finally:
-        for process in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_sessions(processes)
 
 
 def test_a_dask_cluster_gives_the_same_gradebook(graded, classroom, dask_cluster, tmp_path):

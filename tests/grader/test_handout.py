@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 
 from grader.instructor.release import build_release
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.sandbox]
 
 CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 _BLOCK = re.compile(r"^## Install\n.*?^```sh\n(.*?)^```$", re.MULTILINE | re.DOTALL)

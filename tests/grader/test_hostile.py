@@ -14,10 +14,12 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from textwrap import indent
 
 import pytest
 import torch
 
+from attacks import call, escape_code, survivors
 from grader.judge import judge
 from grader.results import Failed, safe_text
 from grader.salt import SALT_FILE
@@ -72,13 +74,7 @@ HOSTILE = textwrap.dedent(f"""\
         return sorted(os.environ)
 
     def escape():
-        subprocess.Popen(["sleep", "{MARKER}"], start_new_session=True)
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execvp("sleep", ["sleep", "{MARKER}"])
-            os._exit(0)
-        return os.getuid()
+{indent(escape_code(MARKER), " " * 8)}        return os.getuid()
 
     def fork_bomb():
         children = 0
@@ -139,23 +135,6 @@ def sandbox(tmp_path: Path):
     box.close()
 
 
-def call(box: Sandbox, target: str, *args, timeout: float = 30.0):
-    return box.request({"op": "call", "target": f"attention.{target}", "args": list(args)}, timeout)["result"]
-
-
-def survivors() -> list[int]:
-    """Processes still sleeping MARKER seconds (not zombies)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if MARKER in (entry / "cmdline").read_bytes().decode(errors="replace") and \
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
-
-
 # -- read the reference, the hidden tests, the salt, the instructor's files ---------------------------
 @AS_ROOT
 def test_the_worker_reads_neither_the_reference_nor_the_grader_nor_other_folders(sandbox):
@@ -192,9 +171,9 @@ def test_the_worker_writes_nothing_of_the_grader_or_the_instructor(sandbox, tmp_
 @ISOLATED
 def test_nothing_the_worker_starts_outlives_it(sandbox):
     call(sandbox, "escape")
-    assert survivors(), "the escape ran"
+    assert survivors(MARKER), "the escape ran"
     sandbox.close()
-    assert survivors() == []
+    assert survivors(MARKER) == []
 
 
 @AS_ROOT

@@ -41,6 +41,7 @@ def idle(submissions, tmp_path_factory) -> dict[str, dict]:
     return cards
 
 
+@pytest.mark.heavy  # minutes: its quick form in every run is the half-CPU test below
 def test_ten_times_oversubscribed_gives_the_same_json(submissions, idle, tmp_path):
     with busy_processes(10 * cores()):
         loaded = {name: grade(path, tmp_path / f"{name}.json") for name, path in submissions.items()}

@@ -96,7 +96,7 @@ def _setup(root: Path, cwd: Path, index: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["source", "elsewhere"])
+@pytest.mark.parametrize("where", ["source", pytest.param("elsewhere", marks=pytest.mark.heavy)])
 def test_setup_sh_installs_the_pinned_grader_on_a_released_python_from_any_folder(index, tmp_path, where):
     root = _fresh_root(tmp_path)
     cwd = root / "source" if where == "source" else tmp_path
