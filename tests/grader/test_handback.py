@@ -104,8 +104,11 @@ def test_grade_all_hands_back_escaped_feedback_and_a_canvas_gradebook(tmp_path):
         assert [line[-1] for line in csv.reader(file)][2:] == [f"{score:g}", "0"]
     assert "Roster students without a submission: 1" in (out / "summary.md").read_text()
     feedback = out / "feedback" / "lovelaceada_51.html"
-    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          feedback.as_uri()], capture_output=True, text=True, timeout=120)
+    # A profile of its own and no /dev/shm: the browser shares the machine with the other tests'
+    # sandboxes, and a crowded /dev/shm or a profile in use crashes it (SIGTRAP), whatever the page
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", feedback.as_uri()],
+                         capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0 and "<body" in dom.stdout, dom.stderr
     elements = _Elements()
     elements.feed(dom.stdout)

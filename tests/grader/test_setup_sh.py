@@ -12,15 +12,19 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from grader.instructor.autograder import PINNED, UV_VERSION, build_autograder, constraints
+from helpers import ROOT
 
 pytestmark = pytest.mark.xdist_group("setup_sh")
-PYPI_PACKAGES = ("numpy", "hypothesis", "nbformat", "nbconvert", "matplotlib", "setuptools>=68")
+PYPI_PACKAGES = (*(requirement for requirement in tomllib.loads((ROOT / "pyproject.toml").read_text())
+                    ["project"]["dependencies"] if not requirement.startswith("torch")), "setuptools>=68")
+"""What setup.sh installs besides torch: the project's own dependencies, read from its pyproject."""
 
 
 def _wheel_name(filename: str) -> str:
