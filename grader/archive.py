@@ -27,10 +27,12 @@ def _regular(member: zipfile.ZipInfo) -> bool:
     return not member.is_dir() and kind in (0, stat.S_IFREG)
 
 
-def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int) -> list[str]:
+def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
+                 bytes_per_file: int | None = None) -> list[str]:
     """Extract the plain files of `archive` into `target`; the names of entries left out (links,
     special files). ArchiveError if it is not a readable zip, an entry would land outside `target`,
-    or it holds more than `max_files` files or `max_bytes` bytes."""
+    or it holds more than `max_files` files or `max_bytes` bytes (`bytes_per_file` times its number
+    of files, where that is given, is the cap instead, and no file may be larger)."""
     target = Path(target).resolve()
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -38,6 +40,12 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int) ->
             files = [m for m in members if _regular(m)]
             if len(files) > max_files:
                 raise ArchiveError(f"{Path(archive).name} holds more than {max_files} files")
+            if bytes_per_file is not None:
+                for member in files:
+                    if member.file_size > bytes_per_file:
+                        raise ArchiveError(f"its entry {member.filename!r} unpacks to more than "
+                                           f"{_size(bytes_per_file)}")
+                max_bytes = bytes_per_file * max(1, len(files))
             if sum(m.file_size for m in files) > max_bytes:
                 raise ArchiveError(f"{Path(archive).name} unpacks to more than {_size(max_bytes)}")
             for member in members:
