@@ -90,7 +90,7 @@ def _render(chromium: str, page: Path, profile: Path) -> str:
                           "--disable-component-update", "--disable-sync", "--enable-logging=stderr",
                           f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0 and "<body" in dom.stdout, f"chromium exited {dom.returncode}: {dom.stderr[-4000:]}"
+    assert dom.returncode == 0 and "<body" in dom.stdout, f"exit {dom.returncode}: {dom.stderr[-4000:]}"
     return dom.stdout
 
 
