@@ -36,7 +36,7 @@ import psutil
 from ..results import safe_text
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
-from . import seccomp
+from . import landlock, seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import TIME_LIMIT, Channel, Deadline, ProtocolError
@@ -48,15 +48,19 @@ MODES = {
             "own PID namespace",
     "userns": "a new root without the grader, the reference or your files; no capabilities; no network; "
               "own PID namespace",
-    "setuid": "own uid; no network (seccomp); sees the machine's files (the reference, hidden tests and "
-              "salt are checked private to root) and its process list",
+    "setuid": "own uid; no network (seccomp); sees only the files it needs and no other process "
+              "(Landlock); the reference, hidden tests and salt are checked private to root",
     "plain": "resource limits only: the code runs as you, with your files and the network",
 }
 """Each mode, strongest first, and what it isolates (every report says it; docs/grading.md, Threat model)."""
+_SETUID_WITHOUT_LANDLOCK = ("own uid; no network (seccomp); sees the machine's files (the reference, hidden "
+                            "tests and salt are checked private to root) and its process list (no Landlock "
+                            "in this kernel)")
+"""What "setuid" mode isolates where the kernel has no Landlock (before Linux 5.13, or not enabled)."""
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
-_WORKER_CODE = ("__init__.py", "eager.py", "forbidden.py", "jail.py", "loader.py", "protocol.py",
-                "seccomp.py", "worker.py")
+_WORKER_CODE = ("__init__.py", "eager.py", "forbidden.py", "jail.py", "landlock.py", "loader.py",
+                "protocol.py", "seccomp.py", "worker.py")
 _UID_BASE, _UID_SPAN = 1 << 30, 1 << 26  # pid (< 2^22) * 16 + a counter: unique to one worker
 _NOGROUP = 65534
 _OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the overflow uid (what unmapped ones show as)
@@ -130,8 +134,14 @@ def sandbox_mode(hidden: bool, unsafe_no_sandbox: bool = False) -> str:
 def describe(confinement_mode: str, unsafe_no_sandbox: bool = False) -> dict:
     """What a report says of the sandbox: the mode and what it isolates."""
     unsafe = confinement_mode == "plain" and unsafe_no_sandbox
-    return {"mode": confinement_mode,
-            "isolates": MODES[confinement_mode] + (f" ({UNSAFE_FLAG})" if unsafe else "")}
+    isolates = _SETUID_WITHOUT_LANDLOCK if _without_landlock(confinement_mode) else MODES[confinement_mode]
+    return {"mode": confinement_mode, "isolates": isolates + (f" ({UNSAFE_FLAG})" if unsafe else "")}
+
+
+def _without_landlock(confinement_mode: str) -> bool:
+    """Whether this is "setuid" mode on a kernel without Landlock: then the worker sees the machine's
+    files and process list (it has no new root and no PID namespace: jail.py)."""
+    return confinement_mode == "setuid" and not landlock.abi()
 
 
 @functools.cache
@@ -358,16 +368,21 @@ def _uid_of(process: Path) -> int | None:
 _ISOLATION = {
     "root": "your code runs in a separate process, as a user of its own, with no network and no view of "
             "other files",
-    "setuid": "your code runs in a separate process, as a user of its own",
+    "setuid": "your code runs in a separate process, as a user of its own, with no network and no view of "
+              "other files or processes",
     "userns": "your code runs in a separate process, in namespaces of its own (no network)",
     "plain": "your code runs in a separate process",
 }
+_SETUID_SUMMARY_WITHOUT_LANDLOCK = ("your code runs in a separate process, as a user of its own, with no "
+                                    "network; it can see the machine's files and process list")
 
 
 def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:
     """One line for the student: how their code is isolated, and which limits this platform refused."""
     memory = not any(note.startswith("memory") for note in not_set)
-    text = f"{_ISOLATION[confinement_mode]}, with time{' and memory' if memory else ''} limits"
+    isolation = _SETUID_SUMMARY_WITHOUT_LANDLOCK if _without_landlock(confinement_mode) \
+        else _ISOLATION[confinement_mode]
+    text = f"{isolation}, with time{' and memory' if memory else ''} limits"
     return text + (f" (not available here: {'; '.join(not_set)})" if not_set else "")
 
 

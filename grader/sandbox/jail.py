@@ -12,7 +12,8 @@ the Confinement it is given and then runs worker.main in the same process:
 - "userns" (not root, or root of a user namespace that maps no other uid; started by `unshare
   --user --map-root-user` with the same namespaces): the same new root, then every capability
   dropped (the bounding set too), so that the masks cannot be unmounted nor the chroot left.
-- "setuid" (root, but namespaces refused): the unprivileged uid, and no network (seccomp.py).
+- "setuid" (root, but namespaces refused): the unprivileged uid, no network (seccomp.py), and
+  where the kernel has Landlock, no files but those it needs and no other process (landlock.py).
 - "plain": nothing but the limits below.
 
 Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
@@ -40,7 +41,7 @@ try:
 except ImportError:  # Windows
     resource = None
 
-from . import seccomp
+from . import landlock, seccomp
 
 SANDBOX = "/sandbox"
 """Inside the new root: SANDBOX/submission (read-only) and SANDBOX/home (writable, the working folder)."""
@@ -284,6 +285,8 @@ def main(argv: list[str]) -> None:
         no_new_privileges()
         if seccomp.supported():  # elsewhere "setuid" is refused (client.py); the others have no network
             seccomp.deny_network()
+    if confinement.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
+        landlock.restrict([*confinement.read_only, confinement.submission], [confinement.home])
     from .worker import main as serve  # torch and the submission come only now
 
     serve(requests, replies, worker_args, confinement.limits, not_set)

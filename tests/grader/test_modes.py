@@ -24,7 +24,7 @@ from grader.judge import _phases
 from grader.report import terminal
 from grader.results import markdown_text
 from grader.salt import SALT_FILE, case_seed
-from grader.sandbox import client
+from grader.sandbox import client, landlock
 from grader.sandbox.client import Sandbox, SandboxUnavailable, StudentError, describe, mode, uid_pool
 from grader.sandbox.forbidden import static_problem
 from grader.scoring import scorecard
@@ -74,6 +74,12 @@ def submission(tmp_path: Path) -> Path:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=2).close()
                 return "connected"
+            except OSError as error:
+                return type(error).__name__
+
+        def processes():
+            try:
+                return len(os.listdir("/proc"))
             except OSError as error:
                 return type(error).__name__
 
@@ -230,6 +236,84 @@ def test_where_namespaces_are_refused_root_falls_back_to_setuid_which_says_what_
     assert chosen == "setuid", done.stderr
     # Either it grades (Python readable by the worker's uid, the reference private to root), or it says why.
     assert outcome == "setuid" or "not readable by the worker's uid" in outcome or "chmod -R go=" in outcome
+
+
+# -- what holds in setuid mode -------------------------------------------------------------------------
+LANDLOCK = pytest.mark.skipif(not landlock.abi(), reason="no Landlock in this kernel (reported: "
+                              "test_without_landlock_setuid_reports_say_the_process_list_is_visible)")
+
+
+@LANDLOCK
+def test_landlock_leaves_the_worker_its_own_files_and_no_other_process(tmp_path):
+    """What jail.py applies in setuid mode, tried on a plain process: no listing of /proc, no other
+    process's /proc/PID, no file outside the paths given; its own /proc/PID, its home. With ABI 6, no
+    signal to a process outside it (its parent, of the same uid) and no abstract socket made outside it."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    home = tmp_path / "home"
+    home.mkdir()
+    code = textwrap.dedent("""\
+        import ctypes, os, socket, sys
+        sys.path.insert(0, sys.argv[1])
+        import landlock
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
+        landlock.restrict([sys.base_prefix, sys.prefix, "/usr", "/lib", "/lib64"], [sys.argv[3]])
+        def attempt(action):
+            try:
+                action()
+                return "done"
+            except OSError as error:
+                return type(error).__name__
+        print(attempt(lambda: os.listdir("/proc")), attempt(lambda: open("/proc/1/cmdline").read()),
+              attempt(lambda: open(sys.argv[2]).read()), attempt(lambda: open("/proc/self/status").read()),
+              attempt(lambda: open(os.path.join(sys.argv[3], "x"), "w").write("x")),
+              attempt(lambda: os.kill(os.getppid(), 0)),
+              attempt(lambda: socket.socket(socket.AF_UNIX).connect("\\0" + sys.argv[4])))
+        """)
+    with socket.socket(socket.AF_UNIX) as listener:
+        name = f"grader-landlock-{os.getpid()}"  # abstract: no file
+        listener.bind(f"\0{name}")
+        listener.listen()
+        done = subprocess.run([sys.executable, "-c", code, str(Path(landlock.__file__).parent), str(outside),
+                               str(home), name], capture_output=True, text=True, timeout=60)
+    denied = "PermissionError" if landlock.abi() >= 6 else "done"
+    assert done.stdout.split() == ["PermissionError", "PermissionError", "PermissionError", "done", "done",
+                                   denied, denied], done.stderr
+
+
+def test_without_landlock_setuid_reports_say_the_process_list_is_visible(monkeypatch):
+    monkeypatch.setattr(landlock, "abi", lambda: 0)
+    assert "process list (no Landlock" in describe("setuid")["isolates"]
+    assert "process list" in client.isolation_summary("setuid", [])
+    monkeypatch.setattr(landlock, "abi", lambda: 7)
+    assert "no other process (Landlock)" in describe("setuid")["isolates"]
+    assert "no view of other files or processes" in client.isolation_summary("setuid", [])
+
+
+@pytest.mark.sandbox
+@AS_ROOT
+@LANDLOCK
+def test_a_setuid_worker_sees_no_other_process_and_no_file_it_does_not_need(asked, monkeypatch, submission):
+    asked("setuid")
+    monkeypatch.setattr(client, "secret_files", list)  # the reference's privacy has its own test (above)
+    problem = client._problem("setuid")
+    if problem:
+        pytest.skip(f"setuid mode cannot start here: {problem}")
+    scratch = Path(tempfile.mkdtemp(prefix="setuid-", dir="/tmp"))  # pytest's tmp_path is private to root
+    scratch.chmod(0o755)
+    outside = scratch / "outside.txt"
+    outside.write_text("x")
+    outside.chmod(0o644)
+    box = Sandbox(submission, scratch)
+    try:
+        assert call(box, "processes") == "PermissionError"
+        own = "/proc/self/status"
+        assert call(box, "read", ["/proc/1/cmdline", str(outside), own]) == [own]
+        assert call(box, "uid") != 0  # it writes its home
+        assert "no other process" in box.isolation()["isolates"]
+    finally:
+        box.close()
+        shutil.rmtree(scratch)
 
 
 # -- what holds in every confined mode ---------------------------------------------------------------
