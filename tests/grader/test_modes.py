@@ -79,7 +79,7 @@ def submission(tmp_path: Path) -> Path:
 
         def processes():
             try:
-                return len(os.listdir("/proc"))
+                return [name for name in os.listdir("/proc") if name.isdigit()]
             except OSError as error:
                 return type(error).__name__
 
@@ -338,6 +338,16 @@ def test_the_seccomp_filter_takes_the_network_but_not_unix_sockets():
     done = subprocess.run([sys.executable, "-c", code, str(Path(seccomp.__file__).parent)],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["denied", "denied"], done.stderr
+
+
+@pytest.mark.sandbox
+@CONFINED
+def test_a_namespaced_worker_sees_no_other_process(submission, tmp_path):
+    box = Sandbox(submission, tmp_path)
+    try:
+        assert call(box, "processes") == ["1"]  # the first of its own PID namespace, alone there
+    finally:
+        box.close()
 
 
 @pytest.mark.sandbox
