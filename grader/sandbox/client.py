@@ -54,9 +54,9 @@ MODES = {
 }
 """Each mode, strongest first, and what it isolates (every report says it; docs/grading.md, Threat model)."""
 _SETUID_WITHOUT_LANDLOCK = ("own uid; no network (seccomp); sees the machine's files (the reference, hidden "
-                            "tests and salt are checked private to root) and its process list (no Landlock "
-                            "in this kernel)")
-"""What "setuid" mode isolates where the kernel has no Landlock (before Linux 5.13, or not enabled)."""
+                            "tests and salt are checked private to root) and its process list (Landlock "
+                            "unavailable here)")
+"""What "setuid" mode isolates without Landlock (before Linux 5.13, not enabled, or refused by seccomp)."""
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
 _WORKER_CODE = ("__init__.py", "eager.py", "forbidden.py", "jail.py", "landlock.py", "loader.py",
@@ -139,7 +139,7 @@ def describe(confinement_mode: str, unsafe_no_sandbox: bool = False) -> dict:
 
 
 def _without_landlock(confinement_mode: str) -> bool:
-    """Whether this is "setuid" mode on a kernel without Landlock: then the worker sees the machine's
+    """Whether this is "setuid" mode where Landlock is unavailable: then the worker sees the machine's
     files and process list (it has no new root and no PID namespace: jail.py)."""
     return confinement_mode == "setuid" and not landlock.abi()
 
@@ -374,7 +374,7 @@ _ISOLATION = {
     "plain": "your code runs in a separate process",
 }
 _SETUID_SUMMARY_WITHOUT_LANDLOCK = ("your code runs in a separate process, as a user of its own, with no "
-                                    "network; it can see the machine's files and process list")
+                                    "network but a view of the machine's files and processes")
 
 
 def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:

@@ -286,7 +286,8 @@ def main(argv: list[str]) -> None:
         if seccomp.supported():  # elsewhere "setuid" is refused (client.py); the others have no network
             seccomp.deny_network()
     if confinement.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
-        landlock.restrict([*confinement.read_only, confinement.submission], [confinement.home])
+        landlock.restrict([*confinement.read_only, confinement.submission], [confinement.home],
+                          [f"/dev/{name}" for name in _DEVICES])
     from .worker import main as serve  # torch and the submission come only now
 
     serve(requests, replies, worker_args, confinement.limits, not_set)

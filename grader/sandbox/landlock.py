@@ -3,13 +3,14 @@
 Applied by jail.py in "setuid" mode (root without namespaces: no new root, no PID namespace), after
 no_new_privs and before torch or the submission are imported. Everything the worker opens must lie
 below a path it was given: read-only (the system, Python, torch, its code and its copy of the
-submission), read-write (its home), a few devices, and of /proc only its own folder, resolved before
-the restriction, and the few files that describe the machine (MACHINE). So /proc cannot be listed and another
-process's /proc/PID cannot be opened; neither can the host's other files, /tmp or /dev/shm. Where the
-kernel has ABI 6 (Linux 6.12), signals to processes outside the worker's domain and abstract Unix
-sockets made outside it are refused too (its own uid already keeps it from signalling others).
-Landlock checks opens, not lookups: a path's existence (a PID's, by stat) still shows.
-The restriction is inherited by every process the worker starts and cannot be lifted.
+submission), read-write (its home and a few devices), and of /proc only its own folder, resolved
+before the restriction, and the few files that describe the machine (MACHINE). So /proc cannot be
+listed and another process's /proc/PID cannot be opened; neither can the host's other files, /tmp or
+/dev/shm. Where the kernel has ABI 6 (Linux 6.12), signals to processes outside the worker's domain
+(it and what it starts) and abstract Unix sockets made outside it are refused too (its own uid
+already keeps it from signalling others). Landlock checks opens, not lookups: whether a path exists
+(a PID, by stat) still shows. The restriction is inherited by every process the worker starts and
+cannot be lifted.
 """
 import ctypes
 import ctypes.util
@@ -28,7 +29,6 @@ _FS_RIGHTS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16)
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 MACHINE = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu")
 """What describes the machine, read-only (glibc, OpenMP and torch ask how many CPUs it has)."""
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -56,9 +56,9 @@ def abi() -> int:
     return max(version, 0)
 
 
-def restrict(read_only: list[str], writable: list[str]) -> None:
+def restrict(read_only: list[str], writable: list[str], devices: list[str]) -> None:
     """Confine this process and all it will start to these paths (those that do not exist are left
-    out), the devices, its own /proc folder and MACHINE; no_new_privs must be set already."""
+    out), its own /proc folder and MACHINE; no_new_privs must be set already."""
     version = abi()
     handled = _FS_RIGHTS[max(v for v in _FS_RIGHTS if v <= version)]
     scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if version >= 6 else 0
@@ -68,7 +68,7 @@ def restrict(read_only: list[str], writable: list[str]) -> None:
     try:
         own = os.path.realpath("/proc/self")  # /proc/PID: "self" would name whoever looks
         rules = [(path, _READ) for path in read_only] + [(path, handled) for path in writable]
-        rules += [(path, _READ_FILE | _WRITE_FILE) for path in DEVICES]
+        rules += [(path, _READ_FILE | _WRITE_FILE) for path in devices]
         rules += [(path, _READ) for path in (own, *MACHINE)]
         for path, rights in rules:
             _allow(ruleset, path, rights & handled)

@@ -239,7 +239,7 @@ def test_where_namespaces_are_refused_root_falls_back_to_setuid_which_says_what_
 
 
 # -- what holds in setuid mode -------------------------------------------------------------------------
-LANDLOCK = pytest.mark.skipif(not landlock.abi(), reason="no Landlock in this kernel (reported: "
+LANDLOCK = pytest.mark.skipif(not landlock.abi(), reason="Landlock unavailable here (reported: "
                               "test_without_landlock_setuid_reports_say_the_process_list_is_visible)")
 
 
@@ -257,7 +257,7 @@ def test_landlock_leaves_the_worker_its_own_files_and_no_other_process(tmp_path)
         sys.path.insert(0, sys.argv[1])
         import landlock
         ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
-        landlock.restrict([sys.base_prefix, sys.prefix, "/usr", "/lib", "/lib64"], [sys.argv[3]])
+        landlock.restrict([sys.base_prefix, sys.prefix, "/usr", "/lib", "/lib64"], [sys.argv[3]], [])
         def attempt(action):
             try:
                 action()
@@ -283,8 +283,8 @@ def test_landlock_leaves_the_worker_its_own_files_and_no_other_process(tmp_path)
 
 def test_without_landlock_setuid_reports_say_the_process_list_is_visible(monkeypatch):
     monkeypatch.setattr(landlock, "abi", lambda: 0)
-    assert "process list (no Landlock" in describe("setuid")["isolates"]
-    assert "process list" in client.isolation_summary("setuid", [])
+    assert "process list (Landlock unavailable here)" in describe("setuid")["isolates"]
+    assert "a view of the machine's files and processes" in client.isolation_summary("setuid", [])
     monkeypatch.setattr(landlock, "abi", lambda: 7)
     assert "no other process (Landlock)" in describe("setuid")["isolates"]
     assert "no view of other files or processes" in client.isolation_summary("setuid", [])
