@@ -1,7 +1,8 @@
 """The class-level proof of containment (issue 18): grade-all on a class that holds every attack of
-test_contained.py and test_hostile_input.py beside correct submissions gives the correct ones exactly
-the JSON `grader grade` gives each alone, and leaves no process, control group, SysV segment or file
-behind; the whole run stays within its memory budget and writes next to nothing to disk.
+test_contained.py, test_sandbox.py's forged replies and blocked pipe, and test_hostile_input.py's class
+input beside correct submissions gives the correct ones exactly the JSON `grader grade` gives each
+alone, and leaves no process, control group, SysV segment or file behind; the whole run stays within
+its memory budget and writes next to nothing to disk.
 
 The run is started in a control group of its own, so that what it used (every judge, worker and
 child) is measured by the kernel, not sampled. Graded with --only quiz (the cheapest component: each
@@ -13,6 +14,7 @@ import ctypes.util
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -23,11 +25,12 @@ from pathlib import Path
 import pytest
 from test_classroom import zip_of
 
-from attacks import escape_code
+from attacks import FORGED_REPLIES, OVERSIZED, blocking_code, contained_code, reply_code, sent, survivors
 from grader.instructor.runner import MAX_PAYLOAD_BYTES
 from grader.sandbox import cgroup
 from grader.sandbox.client import mode
 from grader.sandbox.jail import Limits
+from grader.spec import Status
 from grader.submission import MAX_ZIP_BYTES
 from helpers import EXAMPLES
 
@@ -42,63 +45,37 @@ MARKER = "161803.39"
 SHM_KEY = 0x18180008
 JUDGE_BYTES = 1536 << 20
 """What one judge process (the reference, the suites, torch) may hold, measured at about 0.5 GiB."""
+FORGERS = (*FORGED_REPLIES, "oversized")
+"""The students whose quiz.py sends the judge a forged reply."""
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
-PRELUDE = "import ctypes, ctypes.util, os, subprocess, time\n"
-ATTACKS = {
-    "outlive": escape_code(MARKER),
-    "hog": """\
-pids = []
-for _ in range(3):
-    pid = os.fork()
-    if pid == 0:
-        held = b"x" * (1 << 30)
-        time.sleep(4)
-        os._exit(0)
-    pids.append(pid)
-for pid in pids:
-    os.waitpid(pid, 0)
-""",
-    "shm": f"""\
-libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-libc.shmat.restype = ctypes.c_void_p
-segment = libc.shmget({SHM_KEY}, 64 << 20, 0o1000 | 0o666)
-ctypes.memmove(libc.shmat(segment, None, 0), b"SHM CHANNEL", 11)
-""",
-    "fill": """\
-for folder in (".", "/tmp"):
-    try:
-        for i in range(10000):
-            with open(os.path.join(folder, f"fill{i}"), "wb") as file:
-                for _ in range(4):
-                    file.write(b"x" * (1 << 20))
-    except OSError:
-        pass
-""",
-    "spin": """\
-for _ in range(56):
-    if os.fork() == 0:
-        os.setsid()
-        while True:
-            pass
-time.sleep(8)
-""",
-}
+
+def _attacks() -> dict[str, str]:
+    """Each attacker's quiz.py: on the worker's share of the machine (test_contained.py's, called at
+    import), then on the judge (a forged reply each, and a pipe that stops moving both ways)."""
+    contained = contained_code(MARKER)
+    return {"outlive": contained + "escape()\n", "hog": contained + "hog(3, 1024)\n",
+            "shm": contained + f"shm({SHM_KEY}, True)\n", "fill": contained + 'fill(".")\nfill("/tmp")\n',
+            "spin": contained + "spin(56, 8)\n",
+            **{name: reply_code(sent(body())) for name, body in FORGED_REPLIES.items()},
+            "oversized": reply_code(OVERSIZED), "blocked": blocking_code()}
 
 
 def _classroom(root: Path) -> Path:
-    """Correct: alice, `@A1` (a formula-like id), devices (FIFO and device files beside its correct
-    files). Attacks: one folder each, a FIFO entry, a notebook past the cap, a Canvas file named `..`,
-    `-A2+B2.zip` with a bad CRC."""
+    """Correct: alice, `@A1` (a formula-like id), devices (a FIFO, a device file and a socket beside its
+    correct files). Attacks: one folder each, a FIFO entry, a notebook past the cap, a Canvas file
+    named `..`, `-A2+B2.zip` with a bad CRC."""
     classroom = root / "class"
     classroom.mkdir()
     for name in ("alice", "@A1", "devices"):
         shutil.copytree(CORRECT, classroom / name)
     os.mkfifo(classroom / "devices" / "pipe.py")
     os.mknod(classroom / "devices" / "zero.py", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
-    for name, attack in ATTACKS.items():
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(classroom / "devices" / "socket.py"))
+    for name, attack in _attacks().items():
         (classroom / name).mkdir()
-        (classroom / name / "quiz.py").write_text(PRELUDE + attack)
+        (classroom / name / "quiz.py").write_text(attack)
     os.mkfifo(classroom / "fifo.zip")
     with open(classroom / "huge.ipynb", "wb") as file:
         file.truncate(MAX_ZIP_BYTES + 1)
@@ -119,18 +96,6 @@ def _disk_use(folder: Path, peak: list[int], stop: threading.Event) -> None:
                 except OSError:
                     pass
         peak[0] = max(peak[0], total)
-
-
-def _survivors() -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            alive = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            if alive and MARKER in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +120,7 @@ def run(tmp_path_factory) -> dict:
         left = {"processes": cgroup._processes([folder for _, folder in group.folders]),
                 "groups": [path for _, folder in group.folders for path in folder.rglob("judge-*")],
                 "files": [path for path in tmp.rglob("*") if not path.name.startswith("torchinductor_")],
-                "survivors": _survivors(),
+                "survivors": survivors(MARKER),
                 "segment": _libc.shmget(SHM_KEY, 0, 0) >= 0}
         memory = group.memory_peak()
     finally:
@@ -172,13 +137,28 @@ def test_the_run_ends_and_every_student_has_a_row(run):
     assert run["done"].returncode == 0, run["done"].stderr
     assert run["rows"] == {
         "student": "status", "alice": "graded", "'@A1": "graded", "devices": "graded", "outlive": "graded",
-        "hog": "graded", "shm": "graded", "fill": "graded", "spin": "graded", "fifo": "unreadable",
+        "hog": "graded", "shm": "graded", "fill": "graded", "spin": "graded",
+        **{name: "graded" for name in (*FORGERS, "blocked")}, "fifo": "unreadable",
         "huge": "unreadable", "mallory_12": "unreadable", "'-A2+B2": "unreadable"}
 
 
 def test_correct_submissions_get_exactly_what_they_get_alone(run):
     for student in ("alice", "@A1", "devices"):
         assert json.loads((run["out"] / f"{student}.json").read_text()) == run["alone"], student
+
+
+def test_the_attacks_on_the_judge_reached_it_and_cost_their_own_grading_only(run):
+    """Each forged reply was refused before anything was allocated for it (its worker lost: every quiz
+    test crashed, saying why); the worker that answered its import early, then neither read nor wrote,
+    was waited for until a deadline: every quiz test timed out. (Its shrunk request pipe stays below
+    full here, quiz's requests being ~100 bytes: test_sandbox.py shows the judge's writes time out.)"""
+    for student in FORGERS:
+        tests = json.loads((run["out"] / f"{student}.json").read_text())["tests"]
+        assert {test["status"] for test in tests} == {Status.CRASHED}, student
+        assert all("the worker's reply was refused" in test["message"] for test in tests), student
+    tests = json.loads((run["out"] / "blocked.json").read_text())["tests"]
+    assert {test["status"] for test in tests} == {Status.TIMED_OUT}
+    assert all("no answer within" in test["message"] for test in tests)
 
 
 def test_nothing_is_left_behind(run):

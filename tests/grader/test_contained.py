@@ -13,11 +13,10 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from textwrap import indent
 
 import pytest
 
-from attacks import call, escape_code, state, survivors
+from attacks import call, contained_code, state, survivors
 from grader.sandbox import cgroup
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
@@ -39,51 +38,7 @@ MARKER = "271828.18"
 SHM_KEY = 0x18181818
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
-ATTACKS = textwrap.dedent(f"""\
-    import ctypes, ctypes.util, os, subprocess, time
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-    def hog(children, mib):
-        pids = []
-        for _ in range(children):
-            pid = os.fork()
-            if pid == 0:
-                held = b"x" * (mib << 20)  # written: every page is resident
-                time.sleep(3)
-                os._exit(0)
-            pids.append(pid)
-        return sum(os.waitpid(pid, 0)[1] == 0 for pid in pids)
-
-    def spin(children, seconds):
-        for _ in range(children):
-            if os.fork() == 0:
-                os.setsid()
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    pass
-                os._exit(0)
-        return children
-
-    def escape():
-{indent(escape_code(MARKER), " " * 8)}        return os.getpid()
-
-    def shm(key, create):
-        flags = 0o1000 | 0o666 if create else 0  # IPC_CREAT
-        return libc.shmget(key, 1 << 20, flags) >= 0
-
-    def fill(folder):
-        written = 0
-        try:
-            for i in range(1000):
-                with open(os.path.join(folder, f"fill{{i}}"), "wb") as file:
-                    for _ in range(4):
-                        file.write(b"x" * (1 << 20))
-                        written += 1
-        except OSError:
-            pass
-        return written
-    """)
+ATTACKS = contained_code(MARKER)
 
 
 @pytest.fixture
