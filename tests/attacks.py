@@ -96,6 +96,11 @@ def forged(header: object, data: bytes = b"") -> bytes:
     return struct.pack(">Q", len(text)) + text + data
 
 
+def sent(body: bytes) -> bytes:
+    """A message body as a worker sends it: its length first."""
+    return struct.pack(">Q", len(body)) + body
+
+
 def declared_gigabytes() -> bytes:
     """2 x 1 GiB of float64 declared in 2 KB."""
     return forged({"value": [{"$array": 0}, {"$array": 1}], "arrays": [["<f8", [1 << 27]]] * 2}, bytes(2000))
@@ -125,7 +130,8 @@ def deep_nesting() -> bytes:
 
 FORGED_REPLIES = {"gigabytes": declared_gigabytes, "npz": bzip2_npz, "objects": millions_of_objects,
                   "deep": deep_nesting}
-"""Message bodies that once made the judge allocate what they declared."""
+"""Message bodies that once cost the judge gigabytes (or a RecursionError): now each is refused before
+anything is allocated for it."""
 OVERSIZED = struct.pack(">Q", MAX_BYTES + 1)
 """The length of a message over the limit: all a worker needs to send of it."""
 
@@ -149,11 +155,6 @@ _PIPES = dedent("""\
             view = view[os.write(fd, view):]
 
     """)
-
-
-def sent(body: bytes) -> bytes:
-    """A message body as a worker sends it: its length first."""
-    return struct.pack(">Q", len(body)) + body
 
 
 def reply_code(message: bytes) -> str:
