@@ -147,6 +147,13 @@ BUGS: list[Bug] = [
         description="MultiHeadAttention drops attention weights with a hand-made mask and does not scale the "
                     "kept ones by 1/(1-p).",
         keywords=("1/(1-p)", "scaled")),
+    Bug("softmax_in_float32", "attention", "attention.py",
+        old="weights = scores.softmax(dim=-1)",
+        new="weights = scores.float().softmax(dim=-1)  # float32 for stability",
+        description="masked_softmax computes the softmax in float32 and returns float32 weights for float64 "
+                    "scores, so attention fails on float64 inputs (the contract: compute in the inputs' "
+                    "dtype).",
+        keywords=("float32", "dtype", "float64")),
     # ---------------------------------------------------------------- positional
     Bug("sinusoidal_sin_cos_swapped", "positional", "positional.py",
         old=("        table[:, 2 * j] = torch.sin(pos * w)\n"

@@ -170,12 +170,13 @@ def _no_gradient(moves: Moves | None, entries: torch.Tensor) -> str:
 
 def expect_grad_close(actual: object, expected: torch.Tensor, what: str, *,
                       tolerance: Tolerance = GRADIENT_TOLERANCE, hint: str = "",
-                      diagnoses: Diagnoses | None = None, moves: Moves | None = None) -> None:
+                      diagnoses: Diagnoses | None = None, moves: Moves | None = None,
+                      float64: bool = True) -> None:
     """A float64 gradient ≈ expected (as expect_close with float64=True); a miss that no diagnosis
     explains says which of three things happened: no gradient (None, or 0 where the expected one
-    is not), a float32-rounding-sized difference, or another difference (the hint). For no
-    gradient, `moves` (when given) says whether the output depends on those entries: a cut graph
-    is named only when it does."""
+    is not), a float32-rounding-sized difference (float64 only), or another difference (the hint).
+    For no gradient, `moves` (when given) says whether the output depends on those entries: a cut
+    graph is named only when it does."""
     if actual is None:
         raise Failed(f"{what} is missing: no gradient reaches it"
                      + _no_gradient(moves, torch.ones(expected.shape, dtype=torch.bool)))
@@ -184,7 +185,7 @@ def expect_grad_close(actual: object, expected: torch.Tensor, what: str, *,
     atol, rtol = tolerance
     if close(actual, expected, atol, rtol):
         return
-    explained = _explained(actual, expected, what, atol, rtol, diagnoses, float64=True)
+    explained = _explained(actual, expected, what, atol, rtol, diagnoses, float64)
     if explained is not None:
         raise Failed(explained)
     cut = (actual == 0) & ((actual.to(torch.float64) - expected).abs() > atol + rtol * expected.abs())

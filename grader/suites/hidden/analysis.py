@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect_close, expect_tensor
-from ..public.analysis import LM, expect_no_graph, lm_configs, own_weights, past_positional, periods, tokens
+from ..public.analysis import (
+    LM,
+    expect_no_graph,
+    lm_configs,
+    model_dtype,
+    own_weights,
+    past_positional,
+    periods,
+    tokens,
+)
 from ..public.block import perturb_own
 from ..strategies import batch_dims, dtypes, randn, seeds
 from ..strategies import causal as causal_mask
@@ -132,15 +141,16 @@ def attention_maps_matches_model(student, config, seed):
     """attention_maps of a TinyTransformerLM (its parameters perturbed) are its own eval-mode weights, in any
     mode, without grad"""
     model_config, B, T = config["model"], config["B"], config["T"]
-    student.call("torch.manual_seed", seed)
-    model = perturb_own(student.call(LM, **model_config).to(torch.float64), seed).train()
     idx = tokens(seed, model_config["vocab_size"], B, T)
+    dtype = model_dtype(student, model_config, idx)
+    student.call("torch.manual_seed", seed)
+    model = perturb_own(student.call(LM, **model_config).to(dtype), seed).train()
     shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
     maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
                          "attention_maps(model, idx)")
     expect_no_graph(student, model.train(), idx, maps)
     expected = own_weights(model, idx, shape)
-    tol = TOLERANCES[torch.float64]._asdict()
+    tol = TOLERANCES[dtype]._asdict()
     if torch.allclose(maps.double(), expected.double(), **tol):
         return
     setting = ", ".join(f"{k}={v!r}" for k, v in model_config.items())

@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
-from ..checks import Failed, expect, expect_close, expect_dropout, expect_tensor
+from ..checks import Failed, expect, expect_close, expect_dropout, expect_grad_close, expect_tensor
 from ..public.block import (
     BLOCK,
     FORMULA,
+    DifferentiableSublayers,
     Sublayers,
     activations,
     block_inputs,
@@ -21,6 +22,7 @@ from ..public.block import (
     norms,
     own_formula,
     perturb_own,
+    sublayers_dtype,
 )
 from ..strategies import causal, dtypes, randn, seeds
 from ..twins import reference_module, student_twin
@@ -86,6 +88,7 @@ def _block_variants(parts: Sublayers, x: torch.Tensor, norm: str) -> dict[str, t
 
 
 def _expect_formula(student, norm, config, d_ff, activation, dtype, seed, masked, biased) -> None:
+    dtype = sublayers_dtype(student, config, d_ff, dtype)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"],
                          activation=activation)
@@ -207,20 +210,53 @@ def expect_gradients_follow_forward(module: Remote, args: list, kwargs: dict, gr
     raise Failed(f"the parameter gradients of {what} do not match how its output changes: {hint}")
 
 
+def expect_gradients_match(module: Remote, args: list, kwargs: dict, grad_out: torch.Tensor,
+                           input_grad: torch.Tensor | None, param_grads: dict[str, torch.Tensor | None],
+                           what: str, hint: str) -> None:
+    """The student's backward through `module` (w.r.t. args[0] when it is floating point, and each
+    parameter in param_grads) gives these gradients, at the tolerance of grad_out's dtype.
+
+    For a float32 check (fallback.py): the expected gradients are the module's formula backpropagated
+    through its own parts, each by the student's own autograd, so only what the module adds shows;
+    central differences in float32 would be too coarse. A part that gives a parameter no gradient
+    leaves it unchecked (that part's tests say why)."""
+    x = args[0]
+    wrt = (0,) if x.is_floating_point() else ()
+    module.method("zero_grad")  # the worker's .grad fields accumulate across calls
+    _, input_grads, actual = module.grad(args, kwargs, grad_outputs=[grad_out], wrt=wrt)
+    tolerance = TOLERANCES[grad_out.dtype]
+    if wrt:
+        expect_grad_close(input_grads.get(0), input_grad, f"the gradient of {what} w.r.t. its input",
+                          tolerance=tolerance, hint=hint, float64=False)
+    for name, expected in param_grads.items():
+        if expected is not None:
+            expect_grad_close(actual.get(name), expected, f"the gradient of {what} w.r.t. {name}",
+                              tolerance=tolerance, hint=hint, float64=False)
+
+
 @suite.case(1, max_examples=3)
 @example(config=_config(8, 2, True), d_ff=6, norm="pre", seed=5, biased=True)
 @example(config=_config(12, 3, False), d_ff=4, norm="post", seed=6, biased=True)
 @given(config=configs, d_ff=d_ffs, norm=norms, seed=seeds, biased=st.booleans())
 def block_gradients(student, config, d_ff, norm, seed, biased):
     """TransformerBlock's gradients w.r.t. x and every parameter follow its own forward (float64)"""
+    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
-    block = perturb_own(block.to(torch.float64), seed).eval()
-    x, mask, bias = block_inputs(config, seed, torch.float64, masked=True, biased=biased)
-    expect_gradients_follow_forward(
-        block, [x], {"mask": mask, "bias": bias}, randn(seed + 2, *x.shape), seed,
-        f"TransformerBlock(norm={norm!r})",
-        "a .detach(), .item(), .data, numpy or torch.no_grad() on the way cuts the graph")
+    block = perturb_own(block.to(dtype), seed).eval()
+    x, mask, bias = block_inputs(config, seed, dtype, masked=True, biased=biased)
+    grad_out = randn(seed + 2, *x.shape, dtype=dtype)
+    what = f"TransformerBlock(norm={norm!r})"
+    hint = "a .detach(), .item(), .data, numpy or torch.no_grad() on the way cuts the graph"
+    if dtype == torch.float64:
+        expect_gradients_follow_forward(block, [x], {"mask": mask, "bias": bias}, grad_out, seed, what, hint)
+        return
+    # your attn or ffn cannot run in float64: (B1)/(B2) backpropagated through your own sublayers
+    parts = DifferentiableSublayers(block, mask, bias)
+    x_leaf = x.clone().requires_grad_(True)
+    own_formula(parts, x_leaf, norm)[0].backward(grad_out)
+    expect_gradients_match(block, [x], {"mask": mask, "bias": bias}, grad_out, x_leaf.grad, parts.grads(),
+                           f"{what} in {dtype}", hint)
 
 
 # ------------------------------------------------------------------ dropout and the sublayers' arguments
@@ -231,10 +267,11 @@ def block_dropout_eval(student, config, d_ff, norm, seed, p):
     """
     kwargs = {"d_model": config["d_model"], "n_heads": config["n_heads"], "d_ff": d_ff, "norm": norm,
               "rope": config["rope"]}
-    reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
-    block, block_without = [student_twin(student, BLOCK, reference, torch.float64, dropout=dropout, **kwargs)
+    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
+    reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
+    block, block_without = [student_twin(student, BLOCK, reference, dtype, dropout=dropout, **kwargs)
                             for dropout in (p, 0.0)]
-    x, mask, _ = block_inputs(config, seed, torch.float64, masked=True, biased=False)
+    x, mask, _ = block_inputs(config, seed, dtype, masked=True, biased=False)
     y, weights = block(x, mask=mask, return_weights=True)
     expected_y, expected_weights = block_without(x, mask=mask, return_weights=True)
     expect_tensor(expected_y, x.shape, "y with dropout=0")
@@ -255,18 +292,20 @@ def block_dropout_train(student, p, seed):
     1/(1-p)"""
     B, T, d = _DROP_SHAPE
     kwargs = {"d_model": d, "n_heads": 4, "d_ff": d, "dropout": p}
-    x, mask = randn(seed, B, T, d), causal(T)
+    dtype = sublayers_dtype(student, kwargs, d, torch.float64)
+    x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
+    atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol  # (x + c) - x: c up to rounding
     # One sublayer returns a constant (its out_proj / fc2 bias, whatever its inner dropout does), the
     # other 0: y - x is then that constant after the residual dropout alone.
     for name, (a, f) in (("attention", (1.0, 0.0)), ("feed-forward", (0.0, 3.7))):
-        reference = reference_module(ref.block.TransformerBlock, seed, torch.float64, **kwargs)
+        reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
         with torch.no_grad():
             for layer, value in ((reference.attn.out_proj, a), (reference.ffn.fc2, f)):
                 layer.weight.zero_()
                 layer.bias.fill_(value)
-        block = student_twin(student, BLOCK, reference, torch.float64, **kwargs)
+        block = student_twin(student, BLOCK, reference, dtype, **kwargs)
         kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
-        expect(bool(torch.allclose(kept, torch.full_like(x, a + f), atol=1e-9)),
+        expect(bool(torch.allclose(kept, torch.full_like(x, a + f), atol=atol)),
                f"with the {name} sublayer set to return a constant and the other 0 (out_proj and fc2 weights "
                f"0, dropout={p}), a pre-norm block in eval mode must give y = x + that constant, and yours "
                f"does not: check {FORMULA['pre']}, that dropout is off in eval mode, and that attn and ffn "

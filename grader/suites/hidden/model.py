@@ -15,8 +15,10 @@ from ..checks import Failed, expect
 from ..public.block import perturb_own
 from ..public.model import (
     HELD_OUT_BATCHES,
+    DifferentiableParts,
     OwnParts,
     Run,
+    blocks_dtype,
     build,
     changed,
     describe,
@@ -30,7 +32,7 @@ from ..public.model import (
     train,
 )
 from ..strategies import dtypes, randn, seeds
-from .block import expect_gradients_follow_forward
+from .block import expect_gradients_follow_forward, expect_gradients_match
 from .reference import ref
 
 suite = Suite("model", Visibility.HIDDEN)
@@ -135,7 +137,8 @@ def _expect_matches(student: Student, draw: dict, pos_encodings: tuple[str, ...]
         for pos_encoding in pos_encodings:
             config = changed(draw["model"], pos_encoding=pos_encoding, norm=norm)
             idx = tokens(seed, config["vocab_size"], B, T)
-            _expect_own_m1(student, _own_model(student, config, seed, dtype), config, idx, dtype)
+            in_dtype = blocks_dtype(student, config, dtype)
+            _expect_own_m1(student, _own_model(student, config, seed, in_dtype), config, idx, in_dtype)
 
 
 @suite.case(1, timeout=20, max_examples=4)
@@ -165,9 +168,10 @@ def dropout(student, draw, seed):
     idx = tokens(seed, config["vocab_size"], B, T)
     for pos_encoding in dict.fromkeys(("sinusoidal", "learned", config["pos_encoding"])):
         other = changed(config, pos_encoding=pos_encoding, dropout=1.0)
-        model = _own_model(student, other, seed, torch.float64)
+        dtype = blocks_dtype(student, other, torch.float64)
+        model = _own_model(student, other, seed, dtype)
         for training in (False, True):
-            _expect_own_m1(student, model, other, idx, torch.float64, training)
+            _expect_own_m1(student, model, other, idx, dtype, training)
 
 
 @suite.case(1, max_examples=6)
@@ -176,12 +180,20 @@ def dropout(student, draw, seed):
 def gradients(student, draw, seed):
     """the gradients of the logits w.r.t. every parameter follow the model's own forward (float64)"""
     config, B, T = draw["model"], draw["B"], draw["T"]
-    model = _own_model(student, config, seed, torch.float64)
-    expect_gradients_follow_forward(
-        model, [tokens(seed, config["vocab_size"], B, T)], {}, randn(seed + 1, B, T, config["vocab_size"]),
-        seed, describe(config),
-        "part of the forward is cut from the graph (.detach(), .data, torch.no_grad(), a tensor rebuilt "
-        "from numbers)")
+    dtype = blocks_dtype(student, config, torch.float64)
+    model = _own_model(student, config, seed, dtype)
+    idx = tokens(seed, config["vocab_size"], B, T)
+    grad_out = randn(seed + 1, B, T, config["vocab_size"], dtype=dtype)
+    hint = ("part of the forward is cut from the graph (.detach(), .data, torch.no_grad(), a tensor rebuilt "
+            "from numbers)")
+    if dtype == torch.float64:
+        expect_gradients_follow_forward(model, [idx], {}, grad_out, seed, describe(config), hint)
+        return
+    # your blocks cannot run in float64: (M1) backpropagated through your own blocks
+    parts = DifferentiableParts(student, model, config, dtype)
+    parts(idx)[0].backward(grad_out)
+    expect_gradients_match(model, [idx], {}, grad_out, None, parts.grads(), f"{describe(config)} in {dtype}",
+                           hint)
 
 
 # ------------------------------------------------------------------ training, scored in the reference

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from ...spec import ACTIVATIONS, EXACT, NORMS, TOLERANCES, Visibility
-from ...student import Remote
+from ...student import Remote, Student
 from .. import Suite
 from ..checks import (
     DROPOUT_OFF_IN_EVAL,
@@ -27,7 +27,9 @@ from ..checks import (
     expect_tensor,
     expect_value_error,
 )
+from ..fallback import runnable_dtype
 from ..strategies import causal, dtypes, mha_configs, randn, seeds
+from ..through import through
 from ..twins import perturb
 
 suite = Suite("block", Visibility.PUBLIC)
@@ -92,6 +94,45 @@ def own_formula(parts: Sublayers, x: torch.Tensor, norm: str) -> tuple[torch.Ten
     return parts.norm("norm2", h + parts.feed(h)), weights
 
 
+class DifferentiableSublayers(Sublayers):
+    """Sublayers whose attn and ffn backpropagate through the student's own autograd in the worker,
+    and whose norm parameters are leaves here: backward through own_formula leaves every parameter's
+    gradient in `grads()`, by the block's parameter names."""
+
+    def __init__(self, block: Remote, mask: torch.Tensor | None, bias: torch.Tensor | None):
+        super().__init__(block, mask, bias)
+        self.state = {name: value.detach().requires_grad_(True) for name, value in self.state.items()
+                      if name.startswith("norm")}
+        self.sublayer_grads: dict[str, dict[str, torch.Tensor]] = {"attn": {}, "ffn": {}}
+
+    def attend(self, z: torch.Tensor, *, masked: bool = True, biased: bool = True) -> tuple:
+        out = through(self.attn, z, self.sublayer_grads["attn"], mask=self.mask if masked else None,
+                      bias=self.bias if biased else None, return_weights=True)
+        return out, None
+
+    def feed(self, z: torch.Tensor) -> torch.Tensor:
+        return through(self.ffn, z, self.sublayer_grads["ffn"])
+
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        own = {name: value.grad for name, value in self.state.items()}
+        return own | {f"{sub}.{name}": g for sub, grads in self.sublayer_grads.items()
+                      for name, g in grads.items()}
+
+
+def sublayers_dtype(student: Student, config: dict, d_ff: int, dtype: torch.dtype) -> torch.dtype:
+    """The dtype to check a block of this config in: `dtype`, or float32 where the student's own
+    MultiHeadAttention or FeedForward cannot run in `dtype` (fallback.runnable_dtype)."""
+    d_model, n_heads = config["d_model"], config["n_heads"]
+
+    def run(wanted: torch.dtype) -> tuple:
+        x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
+                                     masked=True, biased=True)
+        attn = student.call(MHA, d_model, n_heads, rope=config.get("rope", False)).to(wanted).eval()
+        ffn = student.call(FFN, d_model, d_ff).to(wanted).eval()
+        return attn(x, mask=mask, bias=bias, return_weights=True), ffn(x)
+    return runnable_dtype(run, dtype)
+
+
 def alibi_like(n_heads: int, T: int, dtype: torch.dtype) -> torch.Tensor:
     """An ALiBi-shaped bias (n_heads, T, T), -m_h |i - j|, with steeper slopes (1, 1/2, 1/4, ...) than
     ALiBi's so that a bias left out changes the output well beyond the tolerance even for tiny T."""
@@ -132,6 +173,7 @@ def block_contract(student, config, d_ff, norm, dtype, seed):
     """TransformerBlock returns y (B, T, d_model) in x's dtype, or (y, weights (B, H, T, T)) with
     return_weights"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
+    dtype = sublayers_dtype(student, config, d_ff, dtype)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"]).to(dtype).eval()
     x = randn(seed, B, T, d_model, dtype=dtype)
@@ -182,19 +224,21 @@ def block_causal(student, config, d_ff, norm, seed):
     """with the causal mask, changing token t leaves the block's outputs before t unchanged (if its own attn
     does)"""
     d_model, n_heads, B, T, t = (config[k] for k in ("d_model", "n_heads", "B", "T", "t"))
+    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
-    block = block.to(torch.float64).eval()
-    x = randn(seed, B, T, d_model)
+    block = block.to(dtype).eval()
+    x = randn(seed, B, T, d_model, dtype=dtype)
     mask = causal(T)
     x2 = x.clone()
-    x2[:, t] += 3.0 * randn(seed + 1, d_model).sign()
+    x2[:, t] += 3.0 * randn(seed + 1, d_model, dtype=dtype).sign()
     y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
     y2 = expect_tensor(block(x2, mask=mask), (B, T, d_model), "forward(x)")
+    # outputs that do not see token t agree up to rounding: in float64 far below 1e-9
+    atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol
 
-    # float64: outputs that do not see token t agree up to rounding, far below 1e-9
     def moved(a: torch.Tensor, b: torch.Tensor) -> list[int]:
-        return [i for i in range(t) if not torch.allclose(a[:, i], b[:, i], atol=1e-9)]
+        return [i for i in range(t) if not torch.allclose(a[:, i], b[:, i], atol=atol)]
 
     changed = moved(y, y2)
     if changed:
@@ -217,6 +261,7 @@ configs = mha_configs().filter(lambda config: config["d_model"] >= 4)
 def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn,
     norm1, norm2"""
+    dtype = sublayers_dtype(student, config, d_ff, dtype)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
     block = perturb_own(block.to(dtype), seed).eval()
@@ -256,14 +301,14 @@ def block_residual_dropout(student, norm, p, seed):
     output goes through the residual dropout (pre-norm: dropped with probability p, kept ones scaled by
     1/(1-p))"""
     B, T, d = _DROP_SHAPE
+    dtype = sublayers_dtype(student, {"d_model": d, "n_heads": 4}, d, torch.float64)
     student.call("torch.manual_seed", seed)
-    block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(torch.float64)
-                    for rate in (p, 0.0))
+    block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(dtype) for rate in (p, 0.0))
     block = perturb_own(block, seed)
     state = block.state_dict()
     expect_same_keys(state, dict.fromkeys(spec_keys()), "TransformerBlock.state_dict()")
     plain.load_state_dict(state)
-    x, mask = randn(seed, B, T, d), causal(T)
+    x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
     y = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode")
     expect_close(y, plain.eval()(x, mask=mask), f"y in eval mode with dropout={p} (compared with your "
                  "dropout=0 block)", **EXACT._asdict(), hint=f"{DROPOUT_OFF_IN_EVAL}: {FORMULA[norm]}")
@@ -297,17 +342,18 @@ def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
     """attn is MultiHeadAttention(d_model, n_heads, dropout, rope=rope) and ffn is FeedForward(d_model, d_ff,
     activation=activation), the block's own arguments"""
     d_model, n_heads, rope = config["d_model"], config["n_heads"], config["rope"]
+    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,
                          activation=activation)
-    block = perturb_own(block.to(torch.float64), seed)
-    x = randn(seed, *_ARGS_SHAPE, d_model)
+    block = perturb_own(block.to(dtype), seed)
+    x = randn(seed, *_ARGS_SHAPE, d_model, dtype=dtype)
     mask = causal(_ARGS_SHAPE[1])
     built = f"TransformerBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}, dropout={p}, rope={rope}"
 
     def twin(target: str, mine: Remote, *args, **kwargs) -> Remote:
         """target(*args, **kwargs) built by the student's own code, holding `mine`'s weights."""
-        other = student.call(target, *args, **kwargs).to(torch.float64)
+        other = student.call(target, *args, **kwargs).to(dtype)
         other.load_state_dict(mine.state_dict())
         return other
 

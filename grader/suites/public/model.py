@@ -33,8 +33,10 @@ from ...student import Remote, Student
 from ...tasks import RECIPES, Recipe
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_tensor, expect_value_error, shape_of
+from ..fallback import runnable_dtype
 from ..strategies import causal, dtypes, randn, seeds
-from .block import BLOCK, perturb_own
+from ..through import through
+from .block import BLOCK, block_inputs, perturb_own
 
 suite = Suite("model", Visibility.PUBLIC)
 LM = "model.TinyTransformerLM"
@@ -213,6 +215,45 @@ class OwnParts:
         return self.head(x), weights
 
 
+class DifferentiableParts(OwnParts):
+    """OwnParts whose blocks backpropagate through the student's own autograd in the worker, and whose
+    embedding, norm_f and lm_head parameters are leaves here: backward through (M1) leaves every
+    parameter's gradient in `grads()`, by the model's parameter names. Eval mode only."""
+
+    def __init__(self, student: Student, model: Remote, config: dict, dtype: torch.dtype):
+        super().__init__(student, model, config, dtype)
+        self.state = {name: value.detach().requires_grad_(True) for name, value in self.state.items()
+                      if not name.startswith("blocks.")}
+        self.block_grads: list[dict[str, torch.Tensor]] = [{} for _ in self.blocks]
+
+    def run_blocks(self, x: torch.Tensor, mask: torch.Tensor | None,
+                   bias: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        for own_block, grads in zip(self.blocks, self.block_grads, strict=True):
+            x = through(own_block, x, grads, mask=mask, bias=bias, return_weights=True)
+        return x, []
+
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        own = {name: value.grad for name, value in self.state.items()}
+        return own | {f"blocks.{layer}.{name}": g for layer, grads in enumerate(self.block_grads)
+                      for name, g in grads.items()}
+
+
+def blocks_dtype(student: Student, config: dict, dtype: torch.dtype) -> torch.dtype:
+    """The dtype to check a model of this config in: `dtype`, or float32 where the student's own
+    TransformerBlock (built as the model builds it, with the causal mask and an ALiBi-like bias for
+    alibi) cannot run in `dtype` (fallback.runnable_dtype)."""
+    config = {**MODEL_DEFAULTS, **config}
+    d_model, n_heads, pos = config["d_model"], config["n_heads"], config["pos_encoding"]
+
+    def run(wanted: torch.dtype) -> tuple:
+        x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
+                                     masked=True, biased=pos == "alibi")
+        block = student.call(BLOCK, d_model, n_heads, config["d_ff"], norm=config["norm"], rope=pos == "rope",
+                             activation=config["activation"])
+        return block.to(wanted).eval()(x, mask=mask, bias=bias, return_weights=True)
+    return runnable_dtype(run, dtype)
+
+
 def expect_m1(result: object, expected: tuple, config: dict, dtype: torch.dtype, mode: str = "eval",
               hint: str = M1_HINT, diagnoses: Callable[[], dict[str, tuple]] | None = None) -> None:
     """The student's forward(idx, return_weights=True) equals `expected` (logits, weights); diagnoses,
@@ -289,12 +330,14 @@ def logits_follow_m1(student, draw, seed, dtype):
     for pos_encoding in POS_ENCODINGS:
         # dropout=1 changes nothing in eval mode and, in train mode, zeroes what each dropout gets
         config = changed(draw["model"], pos_encoding=pos_encoding, dropout=1.0)
-        model = perturb_own(build(student, config, seed).to(dtype), seed)
+        in_dtype = blocks_dtype(student, config, dtype)
+        model = perturb_own(build(student, config, seed).to(in_dtype), seed)
         idx = tokens(seed, config["vocab_size"], B, T)
-        parts = OwnParts(student, model, config, dtype)
+        parts = OwnParts(student, model, config, in_dtype)
         for training, mode in ((False, "eval"), (True, "train")):
             model.train(training)  # the blocks OwnParts runs are the model's: in its mode
-            expect_m1(model(idx, return_weights=True), parts(idx, training), config, dtype, mode, hint=hint)
+            expect_m1(model(idx, return_weights=True), parts(idx, training), config, in_dtype, mode,
+                      hint=hint)
 
 
 _BLOCK_INPUT = (2, 6)  # B, T: a dropout of rate >= 0.3 on every block's sublayers always shows
@@ -306,11 +349,12 @@ def blocks_built_with_arguments(student, draw, seed, p, activation):
     """each block behaves as TransformerBlock(d_model, n_heads, d_ff, dropout, norm, rope, activation) built
     with the model's arguments"""
     d_model = draw["model"]["d_model"]
-    x = randn(seed, *_BLOCK_INPUT, d_model)
     mask = causal(_BLOCK_INPUT[1])
     for pos_encoding in dict.fromkeys(("rope", draw["model"]["pos_encoding"])):
         config = changed(draw["model"], pos_encoding=pos_encoding, dropout=p, activation=activation)
-        model = build(student, config, seed).to(torch.float64)
+        dtype = blocks_dtype(student, config, torch.float64)
+        x = randn(seed, *_BLOCK_INPUT, d_model, dtype=dtype)
+        model = build(student, config, seed).to(dtype)
         blocks = model.attribute("blocks")
         arguments = (f"TransformerBlock({d_model}, {config['n_heads']}, {config['d_ff']}, dropout={p}, "
                      f"norm={config['norm']!r}, rope={pos_encoding == 'rope'}, activation={activation!r})")
@@ -319,7 +363,7 @@ def blocks_built_with_arguments(student, draw, seed, p, activation):
             rope = pos_encoding == "rope"
             twin = student.call(BLOCK, d_model, config["n_heads"], config["d_ff"], dropout=p,
                                 norm=config["norm"], rope=rope, activation=activation)
-            twin.to(torch.float64)
+            twin.to(dtype)
             twin.load_state_dict(block.state_dict())
             for training, mode in ((False, "eval"), (True, "train")):
                 outputs = []
@@ -371,9 +415,11 @@ def value_errors(student, draw, extra, seed):
                       "maximum length): logits")
 
 
-def _moved(before: torch.Tensor, after: torch.Tensor, t: int) -> list[int]:
-    """The positions before t whose logits differ (float64, the same weights: only by rounding if not)."""
-    return [i for i in range(t) if not torch.allclose(before[:, i], after[:, i], atol=1e-9)]
+def _moved(before: torch.Tensor, after: torch.Tensor, t: int, dtype: torch.dtype) -> list[int]:
+    """The positions before t whose logits differ (the same weights: only by rounding if not, in float64
+    far below 1e-9)."""
+    atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol
+    return [i for i in range(t) if not torch.allclose(before[:, i], after[:, i], atol=atol)]
 
 
 @suite.case(1, max_examples=4)
@@ -387,12 +433,13 @@ def causality(student, draw, seed):
     changed_idx[:, t] = (changed_idx[:, t] + 1) % config["vocab_size"]
     for pos_encoding in POS_ENCODINGS:
         other = changed(config, pos_encoding=pos_encoding)
-        model = build(student, other, seed).to(torch.float64).eval()
+        dtype = blocks_dtype(student, other, torch.float64)
+        model = build(student, other, seed).to(dtype).eval()
         expect_tensor(model(idx), (B, T, config["vocab_size"]), "logits")
-        moved = _moved(model(idx), model(changed_idx), t)
+        moved = _moved(model(idx), model(changed_idx), t, dtype)
         if moved:  # (M1) composed from your own parts leaks too: a mask or block of yours sees the future
-            parts = OwnParts(student, model, other, torch.float64)
-            moved = sorted(set(moved) - set(_moved(parts(idx)[0], parts(changed_idx)[0], t)))
+            parts = OwnParts(student, model, other, dtype)
+            moved = sorted(set(moved) - set(_moved(parts(idx)[0], parts(changed_idx)[0], t, dtype)))
         expect(not moved, f"{describe(other)}: changing token {t} changed the logits at earlier positions "
                           f"{moved}: the future leaks (is the causal mask passed to every block?)")
 
