@@ -225,13 +225,15 @@ def expect_gradients_match(module: Remote, args: list, kwargs: dict, grad_out: t
     module.method("zero_grad")  # the worker's .grad fields accumulate across calls
     _, input_grads, actual = module.grad(args, kwargs, grad_outputs=[grad_out], wrt=wrt)
     tolerance = TOLERANCES[grad_out.dtype]
-    if wrt:
-        expect_grad_close(input_grads.get(0), input_grad, f"the gradient of {what} w.r.t. its input",
-                          tolerance=tolerance, hint=hint, float64=False)
-    for name, expected in param_grads.items():
-        if expected is not None:
-            expect_grad_close(actual.get(name), expected, f"the gradient of {what} w.r.t. {name}",
-                              tolerance=tolerance, hint=hint, float64=False)
+    pairs = [("its input", input_grads.get(0), input_grad)] if wrt else []
+    pairs += [(name, actual.get(name), expected) for name, expected in param_grads.items()]
+    for name, grad, expected in pairs:
+        if expected is None:
+            continue
+        expect(grad is not None, f"no gradient reaches {name} of {what}, where backpropagating through your "
+                                 f"own parts gives one: {hint}")
+        expect_grad_close(grad, expected, f"the gradient of {what} w.r.t. {name}", tolerance=tolerance,
+                          hint=hint, float64=False)
 
 
 @suite.case(1, max_examples=3)
@@ -239,7 +241,8 @@ def expect_gradients_match(module: Remote, args: list, kwargs: dict, grad_out: t
 @example(config=_config(12, 3, False), d_ff=4, norm="post", seed=6, biased=True)
 @given(config=configs, d_ff=d_ffs, norm=norms, seed=seeds, biased=st.booleans())
 def block_gradients(student, config, d_ff, norm, seed, biased):
-    """TransformerBlock's gradients w.r.t. x and every parameter follow its own forward (float64)"""
+    """TransformerBlock's gradients w.r.t. x and every parameter follow its own forward (float64; float32
+    through your own attn and ffn's backward where they cannot run in float64)"""
     dtype = sublayers_dtype(student, config, d_ff, torch.float64)
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])

@@ -178,7 +178,8 @@ def dropout(student, draw, seed):
 @example(draw=EXPLICIT, seed=1)
 @given(draw=lm_configs(), seed=seeds)
 def gradients(student, draw, seed):
-    """the gradients of the logits w.r.t. every parameter follow the model's own forward (float64)"""
+    """the gradients of the logits w.r.t. every parameter follow the model's own forward (float64; float32
+    through your own blocks' backward where they cannot run in float64)"""
     config, B, T = draw["model"], draw["B"], draw["T"]
     dtype = blocks_dtype(student, config, torch.float64)
     model = _own_model(student, config, seed, dtype)
