@@ -37,6 +37,11 @@ def runs_in(run: Callable[[torch.dtype], object], dtype: torch.dtype) -> bool:
     return bool(floats) and all(t.dtype == dtype for t in floats)
 
 
+def checked_in(dtype: torch.dtype, wanted: torch.dtype, dependency: str) -> str:
+    """A clause for messages: "" where a test runs in the dtype it wants, else where and why not."""
+    return "" if dtype == wanted else f", checked in {dtype}: your {dependency} cannot run in {wanted}"
+
+
 def runnable_dtype(run: Callable[[torch.dtype], object], dtype: torch.dtype) -> torch.dtype:
     """`dtype`, unless the student's dependency (run(dtype) runs it on `dtype` inputs) cannot run in it
     and can in FALLBACK: then FALLBACK. A dependency that runs in neither leaves `dtype`: the test then

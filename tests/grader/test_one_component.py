@@ -2,7 +2,8 @@
 values composed from the student's own dependencies), so a bug elsewhere costs them only their
 integration cases; their public tests catch their own classic bugs; and three bugs that used to
 pass every hidden test fail (attention dropout not passed on, attention_maps with a graph) or,
-RoPE in float32, fail none of these components' tests."""
+RoPE in float32, fail none of these components' tests. An attention that cannot run in float64
+costs them nothing: they are checked in float32 then, where their own mistakes still fail."""
 import pytest
 
 from grader.judge import judge
@@ -74,6 +75,34 @@ def test_rope_frequencies_in_float32_fail_no_test_of_these_components(tmp_path):
         "device=x.device).float())")
     failed = [f"{r.component}.{r.name}: {r.message}" for r in _failed(judge(submission, components=JUDGED))]
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.heavy  # about 25 CPU-seconds: three components graded
+def test_an_attention_that_cannot_run_in_float64_costs_these_components_nothing(tmp_path):
+    submission = bugs.materialize(bugs.BY_NAME["softmax_in_float32"], tmp_path)
+    failed = [f"{r.component}.{r.name}: {r.message}" for r in _failed(judge(submission, components=JUDGED))]
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.heavy  # about 30 CPU-seconds: three components graded
+def test_checked_in_float32_these_components_still_fail_their_own_mistakes(tmp_path):
+    # the attention cannot run in float64, and the block, model and attention_maps each have mistakes
+    submission = bugs.materialize(bugs.BY_NAME["softmax_in_float32"], tmp_path)
+    edits = [bugs.BY_NAME[name] for name in ("post_norm_as_pre_norm", "missing_final_norm",
+                                               "attention_maps_train_mode")]
+    edits += [bugs.Bug("block_detached", "block", "block.py", old="return self.dropout(y), w",
+                       new="return self.dropout(y).detach(), w", description="a variant.", keywords=("x",)),
+              bugs.Bug("model_detached", "model", "model.py", old="x = self.tok_emb(idx)\n",
+                       new="x = self.tok_emb(idx).detach()\n", description="a variant.", keywords=("x",))]
+    for bug in edits:
+        (submission / bug.file).write_text(bugs.apply(bug, (submission / bug.file).read_text()))
+    failed = {(r.component, r.name): r.message for r in _failed(judge(submission, components=JUDGED))}
+    assert "pre-norm formula (B1) instead of (B2)" in failed[("block", "block_post_norm_formula")]
+    assert "graph" in failed[("block", "block_gradients")]
+    assert "norm_f" in failed[("model", "m1_absolute_positions")]
+    assert "graph" in failed[("model", "gradients")]
+    assert "eval" in failed[("analysis", "attention_maps_matches_model")]
+    assert all("float32" in failed[case] for case in [("block", "block_gradients"), ("model", "gradients")])
 
 
 def test_a_near_miss_names_no_mistake_that_gives_the_expected_logits(tmp_path):

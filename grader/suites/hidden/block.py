@@ -9,9 +9,11 @@ from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_dropout, expect_grad_close, expect_tensor
+from ..fallback import checked_in
 from ..public.block import (
     BLOCK,
     FORMULA,
+    SUBLAYERS,
     DifferentiableSublayers,
     Sublayers,
     activations,
@@ -88,7 +90,7 @@ def _block_variants(parts: Sublayers, x: torch.Tensor, norm: str) -> dict[str, t
 
 
 def _expect_formula(student, norm, config, d_ff, activation, dtype, seed, masked, biased) -> None:
-    dtype = sublayers_dtype(student, config, d_ff, dtype)
+    dtype, wanted = sublayers_dtype(student, config, d_ff, dtype), dtype
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"],
                          activation=activation)
@@ -98,7 +100,7 @@ def _expect_formula(student, norm, config, d_ff, activation, dtype, seed, masked
     parts = Sublayers(block, mask, bias)
     expected_y, expected_weights = own_formula(parts, x, norm)
     tol = TOLERANCES[dtype]._asdict()
-    what = describe(config, norm, masked, biased)
+    what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
 
     def diagnoses() -> dict[str, torch.Tensor]:
         # only the mistakes that change y well beyond the tolerance, so that a name is never a guess
@@ -259,7 +261,7 @@ def block_gradients(student, config, d_ff, norm, seed, biased):
     x_leaf = x.clone().requires_grad_(True)
     own_formula(parts, x_leaf, norm)[0].backward(grad_out)
     expect_gradients_match(block, [x], {"mask": mask, "bias": bias}, grad_out, x_leaf.grad, parts.grads(),
-                           f"{what} in {dtype}", hint)
+                           what + checked_in(dtype, torch.float64, SUBLAYERS), hint)
 
 
 # ------------------------------------------------------------------ dropout and the sublayers' arguments

@@ -27,7 +27,7 @@ from ..checks import (
     expect_tensor,
     expect_value_error,
 )
-from ..fallback import runnable_dtype
+from ..fallback import checked_in, runnable_dtype
 from ..strategies import causal, dtypes, mha_configs, randn, seeds
 from ..through import through
 from ..twins import perturb
@@ -35,6 +35,7 @@ from ..twins import perturb
 suite = Suite("block", Visibility.PUBLIC)
 BLOCK = "block.TransformerBlock"
 MHA, FFN = "attention.MultiHeadAttention", "feedforward.FeedForward"
+SUBLAYERS = "MultiHeadAttention or FeedForward"
 FORMULA = {
     "pre": "(B1) pre-norm: h = x + dropout(attn(norm1(x))); y = h + dropout(ffn(norm2(h)))",
     "post": "(B2) post-norm: h = norm1(x + dropout(attn(x))); y = norm2(h + dropout(ffn(h)))",
@@ -261,7 +262,7 @@ configs = mha_configs().filter(lambda config: config["d_model"] >= 4)
 def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn,
     norm1, norm2"""
-    dtype = sublayers_dtype(student, config, d_ff, dtype)
+    dtype, wanted = sublayers_dtype(student, config, d_ff, dtype), dtype
     student.call("torch.manual_seed", seed)
     block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
     block = perturb_own(block.to(dtype), seed).eval()
@@ -269,7 +270,7 @@ def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     y, weights = block(x, mask=mask, bias=bias, return_weights=True)
     expected_y, expected_weights = own_formula(Sublayers(block, mask, bias), x, norm)
     tol = TOLERANCES[dtype]._asdict()
-    what = describe(config, norm, masked, biased)
+    what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
     expect_close(y, expected_y, f"y ({what})", **tol,
                  hint=f"{FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
     expect_close(weights, expected_weights, f"weights ({what})", **tol,
