@@ -121,15 +121,16 @@ class DifferentiableSublayers(Sublayers):
 
 
 def sublayers_dtype(student: Student, config: dict, d_ff: int, dtype: torch.dtype) -> torch.dtype:
-    """The dtype to check a block of this config in: `dtype`, or float32 where the student's own
-    MultiHeadAttention or FeedForward cannot run in `dtype` (fallback.runnable_dtype)."""
+    """The dtype to check a block of this config in: `dtype`, or float32 where the attn or ffn of the
+    student's own TransformerBlock cannot run in `dtype` (fallback.runnable_dtype). Called before the
+    case seeds the worker: the block built here draws its own init."""
     d_model, n_heads = config["d_model"], config["n_heads"]
 
     def run(wanted: torch.dtype) -> tuple:
+        block = student.call(BLOCK, d_model, n_heads, d_ff, rope=config.get("rope", False))
+        attn, ffn = (block.attribute(name).to(wanted).eval() for name in ("attn", "ffn"))
         x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
                                      masked=True, biased=True)
-        attn = student.call(MHA, d_model, n_heads, rope=config.get("rope", False)).to(wanted).eval()
-        ffn = student.call(FFN, d_model, d_ff).to(wanted).eval()
         return attn(x, mask=mask, bias=bias, return_weights=True), ffn(x)
     return runnable_dtype(run, dtype)
 

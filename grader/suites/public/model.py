@@ -239,17 +239,16 @@ class DifferentiableParts(OwnParts):
 
 
 def blocks_dtype(student: Student, config: dict, dtype: torch.dtype) -> torch.dtype:
-    """The dtype to check a model of this config in: `dtype`, or float32 where the student's own
-    TransformerBlock (built as the model builds it, with the causal mask and an ALiBi-like bias for
-    alibi) cannot run in `dtype` (fallback.runnable_dtype)."""
-    config = {**MODEL_DEFAULTS, **config}
-    d_model, n_heads, pos = config["d_model"], config["n_heads"], config["pos_encoding"]
+    """The dtype to check a model of this config in: `dtype`, or float32 where a block of the student's
+    own TinyTransformerLM(**config) (with the causal mask, and an ALiBi-like bias for alibi) cannot run
+    in `dtype` (fallback.runnable_dtype). Called before the case seeds the worker: the model built here
+    draws its own init."""
+    d_model, n_heads = config["d_model"], config["n_heads"]
 
     def run(wanted: torch.dtype) -> tuple:
+        block = student.call(LM, **config).attribute("blocks").method("__getitem__", 0)
         x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
-                                     masked=True, biased=pos == "alibi")
-        block = student.call(BLOCK, d_model, n_heads, config["d_ff"], norm=config["norm"], rope=pos == "rope",
-                             activation=config["activation"])
+                                     masked=True, biased=config["pos_encoding"] == "alibi")
         return block.to(wanted).eval()(x, mask=mask, bias=bias, return_weights=True)
     return runnable_dtype(run, dtype)
 
