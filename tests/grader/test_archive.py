@@ -37,6 +37,7 @@ def _used(folder: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_a_zip_bomb_is_refused_before_anything_is_written(bomb, tmp_path):
     with pytest.raises(ArchiveError, match="unpacks to more than 20 MiB"):
         safe_extract(bomb, tmp_path, MAX_ZIP_BYTES, 100)

@@ -51,6 +51,7 @@ def _tls(paths: dict[str, Path]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke  # a real Dask scheduler and worker in every run
 @pytest.mark.sandbox
 @pytest.mark.xdist_group("grade_all")
 def test_grade_all_grades_through_a_tls_scheduler(tmp_path):

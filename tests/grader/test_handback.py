@@ -95,6 +95,7 @@ def _render(chromium: str, page: Path, profile: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke  # a real browser in every run
 @pytest.mark.sandbox
 def test_grade_all_hands_back_escaped_feedback_and_a_canvas_gradebook(tmp_path):
     """ada's quiz answer is markup (Canvas file names, user id 51); Chromium renders her feedback page:
