@@ -201,7 +201,7 @@ def main() -> None:
     baseline = python_cpu(BASELINE)
     rows = {"import torch, numpy, hypothesis (the unit)": baseline,
             "judge's imports beyond it (grader, suites, reference)":
-                python_cpu(f"{BASELINE}; import grader.judge, grader.reference as r; "
+                python_cpu(f"{BASELINE}; import grader.judge; "
                            "from grader.suites import all_cases; all_cases(); import solutions.trainer")
                 - baseline,
             "torch._dynamo, per process that trains (now saved: sandbox/eager.py)":

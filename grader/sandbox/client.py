@@ -324,7 +324,8 @@ def _worker_uid() -> int:
 
 
 def _kill_uid(uid: int) -> None:
-    """Kill every process of `uid` (the worker's own: nothing else runs as it) until none is left."""
+    """Kill every process of `uid` (the worker's own: nothing else runs as it) until none is left
+    (zombies aside: they run nothing)."""
     for _ in range(100):
         found = False
         for entry in Path("/proc").iterdir():
@@ -356,13 +357,14 @@ def _kill_tree(pid: int) -> None:
 
 
 def _uid_of(process: Path) -> int | None:
+    """The uid of a process that can still run; None for a zombie (it has exited: a killed worker's
+    first process waits there until the machine's init reaps it, which may take a second)."""
     try:
-        for line in (process / "status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
+        status = dict(line.split(":", 1) for line in (process / "status").read_text().splitlines()
+                      if ":" in line)
+        return None if status["State"].split()[0] in "ZX" else int(status["Uid"].split()[0])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
 
 
 _ISOLATION = {
