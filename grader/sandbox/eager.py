@@ -1,24 +1,38 @@
-"""torch's optimizers without importing torch._dynamo, in the judge and in the worker.
+"""torch's optimizers and backward passes without importing torch._dynamo or sympy, in the judge and
+in the worker.
 
 The first step of any torch optimizer imports torch._dynamo, for torch.compile's sake: it calls
-torch._dynamo.graph_break() around the update and wraps it in torch._dynamo.disable. That import
-costs about two thirds of torch's own, once per process that trains. Outside torch.compile both
-calls do nothing, so a stand-in answers them; anything else asked of it (torch.compile, a submodule,
-any other name) imports the real module, which then replaces the stand-in.
+torch._dynamo.graph_break() around the update and wraps it in torch._dynamo.disable. A backward pass
+given its output gradients (`torch.autograd.backward(outputs, grads)`) imports
+torch.fx.experimental.symbolic_shapes, and with it sympy, to compare the shapes with `expect_true` and
+`sym_eq`. Each import costs about half of torch's own, once per process. Outside torch.compile these
+functions see plain ints and bools, so stand-ins answer them as the real ones do; anything else asked
+of a stand-in (torch.compile, a submodule, any other name, a symbolic size) imports the real module,
+which then replaces the stand-in.
 """
+import functools
 import importlib
+import operator
 import sys
 import types
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-NAME = "torch._dynamo"
-
 
 class _StandIn(types.ModuleType):
-    """torch._dynamo until something needs more than its two eager-mode no-ops."""
+    """A module of torch's until something needs more than the eager-mode functions defined here."""
+
+    package = False
+    """Whether the real module is a package: asking for its __path__ then means importing a submodule."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and not (name == "__path__" and self.package):  # e.g. `from x import f`,
+            raise AttributeError(name)  # or hypothesis reading every module's __file__
+        return getattr(_real(self.__name__), name)
+
+
+class _Dynamo(_StandIn):
+    package = True
 
     def graph_break(self, msg: str = "") -> None:
         """Outside torch.compile, there is no graph to break."""
@@ -27,26 +41,40 @@ class _StandIn(types.ModuleType):
         """Outside torch.compile, a function runs as it is."""
         return fn if fn is not None else (lambda function: function)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name != "__path__":  # e.g. hypothesis reading every module's __file__
-            raise AttributeError(name)
-        return getattr(_real(), name)  # __path__: a submodule is imported
+
+class _SymbolicShapes(_StandIn):
+    def sym_eq(self, x: Any, y: Any) -> Any:
+        """==, element by element on tuples and lists, as the real one computes it on plain ints."""
+        if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+            return len(x) == len(y) and functools.reduce(operator.and_, map(self.sym_eq, x, y), True)
+        if type(x) is int and type(y) is int:
+            return x == y
+        return _real(self.__name__).sym_eq(x, y)
+
+    def expect_true(self, a: Any, skip: int = 0) -> bool:
+        """A plain bool is what it is; anything else is the real module's to judge."""
+        return a if type(a) is bool else _real(self.__name__).expect_true(a, skip + 1)
 
 
-_STAND_IN = _StandIn(NAME)
+_STAND_INS = {stand_in.__name__: stand_in for stand_in in (
+    _Dynamo("torch._dynamo"), _SymbolicShapes("torch.fx.experimental.symbolic_shapes"))}
 
 
-def _real() -> types.ModuleType:
-    """The real torch._dynamo, imported now in place of the stand-in."""
-    if sys.modules.get(NAME) is _STAND_IN:
-        del sys.modules[NAME]
-    if vars(torch).get("_dynamo") is _STAND_IN:
-        del torch._dynamo
-    return importlib.import_module(NAME)
+def _real(name: str) -> types.ModuleType:
+    """The real module, imported now in place of its stand-in."""
+    parent, _, child = name.rpartition(".")
+    if sys.modules.get(name) is _STAND_INS[name]:
+        del sys.modules[name]
+    if vars(sys.modules[parent]).get(child) is _STAND_INS[name]:
+        delattr(sys.modules[parent], child)
+    return importlib.import_module(name)
 
 
 def install() -> None:
-    """Put the stand-in in place, unless torch._dynamo is imported already."""
-    if NAME not in sys.modules:
-        sys.modules[NAME] = _STAND_IN
-        torch._dynamo = _STAND_IN
+    """Put the stand-ins in place, except where the real module is imported already."""
+    for name, stand_in in _STAND_INS.items():
+        if name not in sys.modules:
+            parent, _, child = name.rpartition(".")
+            sys.modules[name] = stand_in
+            setattr(importlib.import_module(parent), child, stand_in)
+

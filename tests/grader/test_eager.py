@@ -1,5 +1,6 @@
-"""grader.sandbox.eager: torch's optimizers step without importing torch._dynamo, to the same values, and
-anything else asked of torch._dynamo gets the real module."""
+"""grader.sandbox.eager: torch's optimizers step without importing torch._dynamo, and backward passes
+given their output gradients run without importing sympy, to the same values and errors; anything else
+asked of either module gets the real one."""
 import subprocess
 import sys
 import textwrap
@@ -21,11 +22,26 @@ PROGRAM = textwrap.dedent("""\
             optimizer.step()
         return [p.detach().clone() for p in model.parameters()]
 
+    def backward(grad):
+        x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4).requires_grad_()
+        try:
+            torch.autograd.backward([(x * 2).sin()], [grad])
+        except RuntimeError as error:
+            return str(error)
+        return x.grad
+
+    GRADS = [torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)]
     RUNS = [(torch.optim.AdamW, {"weight_decay": 0.1}), (torch.optim.AdamW, {"foreach": False}),
             (torch.optim.Adam, {"fused": True}), (torch.optim.SGD, {"momentum": 0.9})]
     eager.install()
     before = [trained(cls, **options) for cls, options in RUNS]
     assert "torch._dynamo.convert_frame" not in sys.modules, "the real torch._dynamo was imported"
+    grads = [backward(grad) for grad in GRADS]
+    assert "sympy" not in sys.modules, "backward imported torch.fx.experimental.symbolic_shapes"
+    from torch.fx.experimental import symbolic_shapes
+    assert symbolic_shapes.ShapeEnv and "sympy" in sys.modules  # another name: the real module
+    real = [backward(grad) for grad in GRADS]
+    assert torch.equal(grads[0], real[0]) and grads[1] == real[1] and "Mismatch in shape" in real[1]
     import torch._dynamo.utils  # a submodule: the real package replaces the stand-in
     assert "torch._dynamo.convert_frame" in sys.modules and torch._dynamo.is_compiling() is False
     after = [trained(cls, **options) for cls, options in RUNS]
@@ -34,6 +50,6 @@ PROGRAM = textwrap.dedent("""\
 """)
 
 
-def test_optimizers_step_without_dynamo_to_the_same_values():
+def test_optimizers_and_backward_without_dynamo_or_sympy_to_the_same_values():
     done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
