@@ -127,27 +127,27 @@ class WorkerClock:
 
 def record_messages(messages: list) -> None:
     """Keep every message the judge sends or receives (to time the worker's side of them later)."""
-    from grader.sandbox import client, protocol
+    from grader.sandbox.protocol import Channel
 
-    send, receive = protocol.send, protocol.receive
+    send, receive = Channel.send, Channel.receive
 
-    def sending(fd, value):
+    def sending(channel, value, deadline):
         messages.append(value)
-        return send(fd, value)
+        return send(channel, value, deadline)
 
-    def receiving(fd, deadline=None):
-        value = receive(fd, deadline)
+    def receiving(channel, deadline):
+        value = receive(channel, deadline)
         messages.append(value)
         return value
 
-    client.send, client.receive = sending, receiving
+    Channel.send, Channel.receive = sending, receiving
 
 
 def worker_protocol_cpu(messages: list) -> float:
     """CPU seconds the worker spends on these messages: decoding the requests, encoding the replies."""
     from grader.sandbox.protocol import decode, encode
 
-    bodies = [encode(m)[8:] for m in messages]
+    bodies = [bytearray(encode(m)[8:]) for m in messages]
     start = time.process_time()
     for body in bodies:
         encode(decode(body))
@@ -163,17 +163,18 @@ def judge_profile(submission: Path, public_only: bool, components: tuple[str, ..
     record_messages(messages)
     worker_cpu: dict[str, float] = defaultdict(float)
     judge_cpu: dict[str, float] = defaultdict(float)
-    cases: dict[str, tuple[float, float]] = {}
+    cases: dict[str, tuple[float, float, int]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         sandbox = Sandbox(submission, Path(scratch))
         clock = WorkerClock(sandbox)
-        marks = [clock.read(), time.process_time()]
+        marks = [clock.read(), time.process_time(), 0]
 
         def on_result(result) -> None:
-            now = [clock.read(), time.process_time()]
+            now = [clock.read(), time.process_time(), len(messages)]
             worker_cpu[result.component] += now[0] - marks[0]
             judge_cpu[result.component] += now[1] - marks[1]
-            cases[f"{result.component}.{result.name}"] = (now[1] - marks[1], now[0] - marks[0])
+            cases[f"{result.component}.{result.name}"] = (now[1] - marks[1], now[0] - marks[0],
+                                                          (now[2] - marks[2]) // 2)
             marks[:] = now
 
         start = time.process_time()
@@ -184,6 +185,7 @@ def judge_profile(submission: Path, public_only: bool, components: tuple[str, ..
     score = sum(r.score for r in results)
     return {"judge": judge_total, "samples": sampler.seconds, "worker": dict(worker_cpu),
             "judge_by_component": dict(judge_cpu), "cases": cases, "messages": messages, "score": score,
+            "worker_total": clock.read(),
             "max": sum(r.max_score for r in results)}
 
 
@@ -206,20 +208,18 @@ def main() -> None:
                 - baseline,
             "torch._dynamo, per process that trains (now saved: sandbox/eager.py)":
                 python_cpu("import torch._dynamo") - python_cpu("import torch")}
-    before = _children_cpu()
     from grader.sandbox.client import Sandbox
 
-    with tempfile.TemporaryDirectory() as scratch:
-        box = Sandbox(Path(args.submission), Path(scratch))
+    with tempfile.TemporaryDirectory() as scratch:  # the worker's tree, read from /proc: a worker killed
+        box = Sandbox(Path(args.submission), Path(scratch))  # in its PID namespace is not waited for
         box.ready()
+        rows["one worker's start-up (confinement, torch, numpy)"] = tree_cpu(box.worker.process.pid)
         box.close()
-    rows["one worker's start-up (confinement, torch, numpy)"] = _children_cpu() - before
     from grader.suites import all_cases
 
     all_cases(args.public)
-    before = _children_cpu()
     profile = judge_profile(Path(args.submission), args.public, components)
-    worker_total = _children_cpu() - before
+    worker_total = profile["worker_total"]
     print(f"{'':<56} {'CPU s':>6} {'x import':>8}")
     for label, seconds in rows.items():
         print(f"{label:<56} {seconds:6.2f} {seconds / baseline:8.2f}")
@@ -227,7 +227,7 @@ def main() -> None:
           f"{profile['judge'] / baseline:.2f}x; by kind (sampled):")
     for kind, seconds in profile["samples"].most_common():
         print(f"  {kind:<54} {seconds:6.2f} {seconds / baseline:8.2f}")
-    print(f"\nworker processes during judge() (start-up included): {worker_total:.2f} s, "
+    print(f"\nworker processes during judge() (start-ups included): {worker_total:.2f} s, "
           f"{worker_total / baseline:.2f}x")
     protocol = worker_protocol_cpu(profile["messages"])
     print(f"  protocol (estimated: the same messages decoded and encoded again) {protocol:6.2f}")
@@ -236,10 +236,10 @@ def main() -> None:
     for component, seconds in profile["judge_by_component"].items():
         print(f"{component:<14} {seconds:8.2f} {profile['worker'].get(component, 0.0):9.2f}")
     if args.cases:
-        print(f"\n{'case':<50} {'judge s':>8} {'worker s':>9}")
-        costliest = sorted(profile["cases"].items(), key=lambda item: -sum(item[1]))[:args.cases]
-        for name, (judge_s, worker_s) in costliest:
-            print(f"{name:<50} {judge_s:8.2f} {worker_s:9.2f}")
+        print(f"\n{'case':<50} {'judge s':>8} {'worker s':>9} {'round trips':>12}")
+        costliest = sorted(profile["cases"].items(), key=lambda item: -sum(item[1][:2]))[:args.cases]
+        for name, (judge_s, worker_s, trips) in costliest:
+            print(f"{name:<50} {judge_s:8.2f} {worker_s:9.2f} {trips:12d}")
     print(f"\nscore {profile['score']:g} / {profile['max']:g}")
 
 

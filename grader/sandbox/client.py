@@ -6,7 +6,7 @@ log file rather than to the judge. A crash, exit, hang or oversized reply costs 
 caused it (WorkerLost); the next call starts a new worker. When a worker is done with or lost,
 it and every process it started are killed before anything else happens.
 
-The judge talks to a worker over the worker's stdin and stdout (a Channel: every read and write
+The judge talks to a worker over the worker's stdin and stdout (protocol.channel(): every read and write
 has a deadline); the worker's own output goes to its log. Linux, macOS and Windows all run it
 ("plain" mode off Linux), each with the limits it supports (jail.py).
 
@@ -39,7 +39,7 @@ from ..submission import special
 from . import landlock, seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
-from .protocol import TIME_LIMIT, Channel, Deadline, ProtocolError
+from .protocol import TIME_LIMIT, Deadline, ProtocolError, channel
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -542,7 +542,7 @@ class Worker:
             raise
         finally:
             os.close(log_fd)
-        self.channel = Channel(self.process.stdin, self.process.stdout)
+        self.channel = channel(self.process.stdin, self.process.stdout)
         self._ready = False
         self.not_set: list[str] = []
         """The limits the worker could not set on this platform (its first message says)."""

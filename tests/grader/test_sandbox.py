@@ -83,11 +83,13 @@ def test_oversized_message_is_refused_before_reading_it():
     os.close(write)
 
 
-def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge():
-    """issue 18: a worker that stops reading once blocked the judge's write for good."""
+@pytest.mark.parametrize("kind", [Channel, protocol.PollChannel])
+def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge(kind):
+    """issue 18: a worker that stops reading once blocked the judge's write for good. Both channels: threads
+    (Windows), poll() (POSIX)."""
     to_peer, peer_in = os.pipe()
     peer_out, from_peer = os.pipe()
-    channel = Channel(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
+    channel = kind(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
     with pytest.raises(Deadline):  # far more than a pipe holds, and nobody reads it
         channel.send({"x": np.zeros(4 << 20)}, time.monotonic() + 0.5)
     with pytest.raises(Deadline):
@@ -98,6 +100,25 @@ def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge():
     with pytest.raises(EOFError):
         channel.receive(time.monotonic() + 30)
     channel.close()
+    os.close(to_peer)
+
+
+def test_poll_channel_takes_a_message_that_comes_in_parts_and_refuses_an_oversized_one():
+    peer_out, from_peer = os.pipe()
+    to_peer, peer_in = os.pipe()
+    channel = protocol.PollChannel(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
+    message = encode({"x": np.arange(5.0)})
+    for part in (message[:3], message[3:20]):  # the length itself, then the body, cut short
+        os.write(from_peer, part)
+        with pytest.raises(Deadline):
+            channel.receive(time.monotonic() + 0.05)
+    os.write(from_peer, message[20:])
+    assert channel.receive(time.monotonic() + 30)["x"].tolist() == [0, 1, 2, 3, 4]
+    os.write(from_peer, struct.pack(">Q", protocol.MAX_BYTES + 1))
+    with pytest.raises(ProtocolError):
+        channel.receive(time.monotonic() + 30)
+    channel.close()
+    os.close(from_peer)
     os.close(to_peer)
 
 
