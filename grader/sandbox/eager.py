@@ -9,6 +9,10 @@ torch.fx.experimental.symbolic_shapes, and with it sympy, to compare the shapes 
 functions see plain ints and bools, so stand-ins answer them as the real ones do; anything else asked
 of a stand-in (torch.compile, a submodule, any other name, a symbolic size) imports the real module,
 which then replaces the stand-in.
+
+manual_seed is torch.manual_seed for the judge, which computes on the CPU alone: torch's also queues a
+seeding of each accelerator not yet initialised, with a formatted stack trace (milliseconds a call,
+deep in hypothesis's frames, hundreds of calls a grade).
 """
 import functools
 import importlib
@@ -17,6 +21,8 @@ import sys
 import types
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 
 class _StandIn(types.ModuleType):
@@ -68,6 +74,11 @@ def _real(name: str) -> types.ModuleType:
     if vars(sys.modules[parent]).get(child) is _STAND_INS[name]:
         delattr(sys.modules[parent], child)
     return importlib.import_module(name)
+
+
+def manual_seed(seed: int) -> torch.Generator:
+    """Seed the CPU's default generator, as torch.manual_seed does (and nothing else)."""
+    return torch.default_generator.manual_seed(int(seed))
 
 
 def install() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..sandbox import eager
 from ..student import Remote, Student
 from .checks import Moves, expect_same_keys
 from .strategies import randn
@@ -29,7 +30,7 @@ def perturb(module: nn.Module, seed: int) -> nn.Module:
 def reference_module(cls: type[nn.Module], seed: int, dtype: torch.dtype = torch.float64,
                      **kwargs: Any) -> nn.Module:
     """cls(**kwargs) seeded, in eval mode and `dtype`, every parameter perturbed."""
-    torch.manual_seed(seed)
+    eager.manual_seed(seed)
     return perturb(cls(**kwargs).to(dtype).eval(), seed)
 
 

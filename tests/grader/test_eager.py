@@ -34,6 +34,10 @@ PROGRAM = textwrap.dedent("""\
     RUNS = [(torch.optim.AdamW, {"weight_decay": 0.1}), (torch.optim.AdamW, {"foreach": False}),
             (torch.optim.Adam, {"fused": True}), (torch.optim.SGD, {"momentum": 0.9})]
     eager.install()
+    eager.manual_seed(5)
+    drawn = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(drawn, torch.rand(3)), "eager.manual_seed seeds the CPU as torch.manual_seed does"
     before = [trained(cls, **options) for cls, options in RUNS]
     assert "torch._dynamo.convert_frame" not in sys.modules, "the real torch._dynamo was imported"
     grads = [backward(grad) for grad in GRADS]

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import example, given
 
+from ...sandbox import eager
 from ...spec import NORMS, Visibility
 from ...student import Remote, Student
 from .. import Suite
@@ -203,7 +204,7 @@ def _expect_converges(student: Student, run: Run) -> None:
     """Train the student's model with the student's train(), from the reference's seeded init
     (initialisation is not part of the contract), then evaluate the trained state dict in the reference."""
     config, steps = run.config, run.recipe.steps
-    torch.manual_seed(run.seed)
+    eager.manual_seed(run.seed)
     init = ref.model.TinyTransformerLM(**config).state_dict()
     model, history = train(student, run, init)
     state = model.state_dict()

@@ -15,6 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
+from ...sandbox import eager
 from ...spec import IGNORE_INDEX, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite
@@ -43,7 +44,7 @@ def fixture_layers(V: int, d: int, hidden: int | None = None, bias: bool = True,
 def fixture_model(layers: list[tuple[str, tuple, dict]], seed: int) -> nn.Module:
     """The judge's fixture model, float64, every parameter perturbed (so no two are equal and
     LayerNorm gains and biases are not 1 and 0)."""
-    torch.manual_seed(seed)
+    eager.manual_seed(seed)
     model = nn.Sequential(*(getattr(nn, name)(*args, **kwargs) for name, args, kwargs in layers))
     return perturb(model.double(), seed)
 
