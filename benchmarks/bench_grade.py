@@ -4,11 +4,14 @@ reference. Targets (idle 2-core machine): grade <= 30 s, check on the stubs < 3 
 attention < 6 s. CPU time (both processes) is shown too: on a machine that others load, it tells
 what the wall time would be on an idle one better than the wall time does; and so does its ratio
 to the CPU time of `python -c "import torch, numpy, hypothesis"` measured in the same run (issue 22's
-targets: grade <= 4x, check of the reference <= 3x).
+targets: grade <= 4x, check of the reference <= 3x). As root, a command's CPU time is read from a
+control group of its own (its workers' groups nest in it): a worker killed in its PID namespace is
+never waited for, so its CPU time is missing from getrusage's count of the children.
 
     python benchmarks/bench_grade.py [--repeat N] [--student-loop]
 """
 import argparse
+import os
 import resource
 import subprocess
 import sys
@@ -17,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from grader.judge import judge
+from grader.sandbox.cgroup import Group
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,18 +45,30 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def run_cpu(command: list[str]) -> float:
+    """CPU seconds of a command and of every process it starts: those of a control group of its own
+    where one can be made (root), else getrusage's count of the children waited for."""
+    group = Group.create(1 << 40, 4096, float(os.cpu_count() or 1))
+    cpu = _children_cpu()
+    try:
+        subprocess.run([*(group.join_command() if group else []), *command], check=True, capture_output=True)
+        used = group.cpu_seconds() if group else None
+    finally:
+        if group:
+            group.remove()
+    return _children_cpu() - cpu if used is None else used
+
+
 def command_seconds(*args: str) -> tuple[float, float]:
-    """Wall and CPU time of one `grader` command (its worker included), process start-up included."""
-    start, cpu = time.monotonic(), _children_cpu()
-    subprocess.run([sys.executable, "-m", "grader.cli", *args], check=True, capture_output=True)
-    return time.monotonic() - start, _children_cpu() - cpu
+    """Wall and CPU time of one `grader` command (its workers included), process start-up included."""
+    start = time.monotonic()
+    cpu = run_cpu([sys.executable, "-m", "grader.cli", *args])
+    return time.monotonic() - start, cpu
 
 
 def import_cpu() -> float:
     """CPU seconds of importing what every grading imports: the unit of the ratios."""
-    cpu = _children_cpu()
-    subprocess.run([sys.executable, "-c", "import torch, numpy, hypothesis"], check=True)
-    return _children_cpu() - cpu
+    return run_cpu([sys.executable, "-c", "import torch, numpy, hypothesis"])
 
 
 def main() -> None:

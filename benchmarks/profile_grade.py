@@ -127,20 +127,19 @@ class WorkerClock:
 
 def record_messages(messages: list) -> None:
     """Keep every message the judge sends or receives (to time the worker's side of them later)."""
-    from grader.sandbox.protocol import Channel
+    from grader.sandbox.protocol import Channel, PollChannel
 
-    send, receive = Channel.send, Channel.receive
+    for kind in (Channel, PollChannel):
+        def sending(channel, value, deadline, send=kind.send):
+            messages.append(value)
+            return send(channel, value, deadline)
 
-    def sending(channel, value, deadline):
-        messages.append(value)
-        return send(channel, value, deadline)
+        def receiving(channel, deadline, receive=kind.receive):
+            value = receive(channel, deadline)
+            messages.append(value)
+            return value
 
-    def receiving(channel, deadline):
-        value = receive(channel, deadline)
-        messages.append(value)
-        return value
-
-    Channel.send, Channel.receive = sending, receiving
+        kind.send, kind.receive = sending, receiving
 
 
 def worker_protocol_cpu(messages: list) -> float:
