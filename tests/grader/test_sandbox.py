@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attacks import OVERSIZED, bzip2_npz, declared_gigabytes, deep_nesting, forged, millions_of_objects
-from grader.sandbox import protocol
+from grader.sandbox import client, protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
 from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, ProtocolError, decode, encode
@@ -103,6 +103,18 @@ def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge(kind):
     os.close(to_peer)
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc here")
+def test_a_zombie_has_no_uid_to_kill():
+    """A killed worker's first process may wait as a zombie until the machine's init reaps it:
+    closing the worker does not poll /proc until then (it runs nothing)."""
+    child = subprocess.Popen(["true"])
+    while Path(f"/proc/{child.pid}/status").read_text().split("State:")[1].split()[0] != "Z":
+        time.sleep(0.01)
+    assert client._uid_of(Path(f"/proc/{child.pid}")) is None
+    assert client._uid_of(Path(f"/proc/{os.getpid()}")) == os.getuid()
+    child.wait()
+
+
 def test_poll_channel_takes_a_message_that_comes_in_parts_and_refuses_an_oversized_one():
     peer_out, from_peer = os.pipe()
     to_peer, peer_in = os.pipe()
@@ -114,7 +126,7 @@ def test_poll_channel_takes_a_message_that_comes_in_parts_and_refuses_an_oversiz
             channel.receive(time.monotonic() + 0.05)
     os.write(from_peer, message[20:])
     assert channel.receive(time.monotonic() + 30)["x"].tolist() == [0, 1, 2, 3, 4]
-    os.write(from_peer, struct.pack(">Q", protocol.MAX_BYTES + 1))
+    os.write(from_peer, OVERSIZED)
     with pytest.raises(ProtocolError):
         channel.receive(time.monotonic() + 30)
     channel.close()
