@@ -53,7 +53,7 @@ def attention_by_definition(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m
                             bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, weights) of (A1) in float64, one query row at a time, as the formula reads (slow on
     purpose: the inputs are tiny); every query row must allow at least one key."""
-    # numpy's, not torch's: torch.broadcast_shapes imports sympy (a CPU-second) on first use
+    # numpy's, not torch's: torch.broadcast_shapes imports sympy (0.4 CPU-seconds) on first use
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     n_q, n_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
     q, k, v = (t.double().expand(*lead, *t.shape[-2:]) for t in (q, k, v))
