@@ -49,7 +49,7 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .results import safe_text
     from .salt import SaltUnavailable
     from .sandbox.client import SandboxUnavailable
-    from .sandbox.jail import limit_own_memory
+    from .sandbox.jail import own_memory_limited
     from .submission import SubmissionError, special_files
     from .suites import HiddenTestsMissing
 
@@ -62,9 +62,9 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     for name in special_files(Path(path)) if Path(path).is_dir() else ():  # the sandbox copy leaves them out
         print(f"grader: left out {safe_text(name)}: not a regular file (a FIFO, a device or a socket)",
               file=sys.stderr)
-    limit_own_memory()
     try:
-        card = grade(Path(path), grade_options(args, public_only), on_result=progress)
+        with own_memory_limited():
+            card = grade(Path(path), grade_options(args, public_only), on_result=progress)
     except SubmissionError as error:
         print(f"grader: cannot read the submission: {safe_text(str(error))}", file=sys.stderr)
         return 2

@@ -34,6 +34,8 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 try:
@@ -98,18 +100,26 @@ JUDGE_MEMORY_BYTES = 4 << 30
 """The judge's own address space (0.9 GiB at its peak grading the correct example with every test)."""
 
 
-def limit_own_memory(limit: int = JUDGE_MEMORY_BYTES) -> None:
-    """Cap this process's address space where the platform allows it, so that a reply that got past
-    the protocol's bounds costs this grading, not the machine. Only the soft limit: the workers it
-    starts inherit it and raise it to their own."""
-    if resource is None:
-        return
-    try:
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+@contextmanager
+def own_memory_limited(limit: int = JUDGE_MEMORY_BYTES) -> Iterator[None]:
+    """Cap this process's address space while the block runs, where the platform allows it, so that
+    a reply that got past the protocol's bounds costs this grading, not the machine. Only the soft
+    limit: the workers it starts inherit it and raise it to their own. The old limit comes back at
+    the end: a process that grades in-process (a notebook's kernel, a test run) goes on, and starts
+    programs (a browser's allocator reserves tens of GiB of address space), with its own."""
+    before = resource.getrlimit(resource.RLIMIT_AS) if resource is not None else None
+    if before is not None:
+        hard = before[1]
         soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    except (ValueError, OSError):  # macOS refuses RLIMIT_AS
-        pass
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        except (ValueError, OSError):  # macOS refuses RLIMIT_AS
+            before = None
+    try:
+        yield
+    finally:
+        if before is not None:
+            resource.setrlimit(resource.RLIMIT_AS, before)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 and fail closed, a failure names the input of the failing call, and the JSON follows docs/spec.md."""
 import json
 import re
+import resource
 from collections.abc import Callable
 
 import pytest
@@ -157,8 +158,12 @@ def test_check_says_how_much_of_the_grade_it_covers(capsys):
 
 @pytest.mark.sandbox
 def test_cli_writes_the_spec_json(tmp_path, capsys):
+    """...and leaves the caller's address-space limit as it found it (the judge caps its own only
+    while it grades: a kernel or a test run that grades in-process goes on with its own)."""
     out = tmp_path / "card.json"
+    limit = resource.getrlimit(resource.RLIMIT_AS)
     assert main(["grade", str(ROOT / "solutions"), "--only", "quiz", "--json", str(out)]) == 0
+    assert resource.getrlimit(resource.RLIMIT_AS) == limit
     card = json.loads(out.read_text())
     assert set(card) == {"score", "max_score", "components", "tests", "sandbox"}
     assert card["sandbox"]["mode"] in ("root", "userns", "setuid", "plain") and card["sandbox"]["isolates"]
