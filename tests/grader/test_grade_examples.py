@@ -32,6 +32,7 @@ def test_hidden_only_bugs_exist():
     assert all(name in bugs.BY_NAME and not bugs.BY_NAME[name].crash for name in HIDDEN_ONLY)
 
 
+@pytest.mark.smoke  # every hidden test of every component, once per run
 def test_the_correct_alternative_gets_full_marks():
     card = scorecard(judge(EXAMPLES / "correct"))
     failed = [f"{r.name}: {r.message}" for r in card.tests if r.status is not Status.PASSED]
