@@ -95,11 +95,11 @@ class Sampler:
 
 
 def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and its live descendants, from /proc."""
+    """CPU seconds of a process and its live descendants, and of those they reaped, from /proc."""
     total, ticks = 0.0, os.sysconf("SC_CLK_TCK")
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks
+        total += sum(map(int, fields[11:15])) / ticks  # utime, stime, cutime, cstime
         for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
             total += tree_cpu(int(child))
     except (OSError, ValueError):
@@ -116,13 +116,20 @@ class WorkerClock:
         self.by_component: dict[str, float] = defaultdict(float)
 
     def read(self) -> float:
-        worker = self.sandbox.worker
-        pid = worker.process.pid if worker is not None else None
+        pid = _tree_root(self.sandbox)
         if pid != self.pid:
             self.done, self.pid, self.last = self.done + self.last, pid, 0.0
         if pid is not None:
             self.last = max(self.last, tree_cpu(pid))
         return self.done + self.last
+
+
+def _tree_root(sandbox) -> int | None:
+    """The process whose tree holds the sandbox's workers: their template (it reaps them: their CPU
+    stays in its count), or the worker itself where workers are not forked."""
+    if sandbox.template is not None:
+        return sandbox.template.process.pid
+    return sandbox.worker.pid if sandbox.worker is not None else None
 
 
 def record_messages(messages: list) -> None:
@@ -212,7 +219,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:  # the worker's tree, read from /proc: a worker killed
         box = Sandbox(Path(args.submission), Path(scratch))  # in its PID namespace is not waited for
         box.ready()
-        rows["one worker's start-up (confinement, torch, numpy)"] = tree_cpu(box.worker.process.pid)
+        started = tree_cpu(_tree_root(box))
+        rows["a sandbox's first worker (confinement, torch, numpy)"] = started
+        if box.template is not None:
+            box.fresh_worker()
+            box.ready()
+            rows["each further worker (forked from the template)"] = tree_cpu(_tree_root(box)) - started
         box.close()
     from grader.suites import all_cases
 

@@ -423,6 +423,5 @@ def _phases(cases: list[Case], sandbox: Sandbox) -> Iterator[int]:
     yield from (index for index, case in enumerate(cases) if case.public)
     hidden = [index for index, case in enumerate(cases) if not case.public]
     if hidden:
-        sandbox.close()
-        sandbox.start()
+        sandbox.fresh_worker()
     yield from hidden

@@ -190,6 +190,12 @@ class Group:
         script = f'for f in {files}; do echo $$ > "$f" || exit 125; done; unset PWD; exec "$@"'
         return ["/bin/sh", "-c", script, "sh"]
 
+    def add(self, pid: int) -> None:
+        """Move a process into the group (a worker forked by its template: before it runs any code of the
+        submission)."""
+        for _, folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(pid))
+
     def kill(self) -> None:
         """SIGKILL every process in the group, and wait until none is left."""
         _kill_tree([folder for _, folder in self.folders])

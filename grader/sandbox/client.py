@@ -19,10 +19,13 @@ counts the time spent waiting for the worker's reply, less the time the worker i
 import contextlib
 import functools
 import importlib.util
+import io
 import itertools
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ from . import landlock, seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import TIME_LIMIT, Deadline, ProtocolError, channel
+from .template import GO
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -60,7 +64,7 @@ _SETUID_WITHOUT_LANDLOCK = ("own uid; no network (seccomp); sees the machine's f
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
 _WORKER_CODE = ("__init__.py", "eager.py", "forbidden.py", "jail.py", "landlock.py", "loader.py",
-                "protocol.py", "seccomp.py", "worker.py")
+                "protocol.py", "seccomp.py", "template.py", "worker.py")
 _UID_BASE, _UID_SPAN = 1 << 30, 1 << 26  # pid (< 2^22) * 16 + a counter: unique to one worker
 _NOGROUP = 65534
 _OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the overflow uid (what unmapped ones show as)
@@ -490,62 +494,224 @@ class StudentError(Exception):
         return f"{text} ({self.where})" if self.where else text
 
 
-class Worker:
-    """One confined worker process serving one submission (never importing its `blocked` modules).
+FORKED_MODES = ("root", "userns", "setuid")
+"""The modes whose workers are forked from a template (template.py), which imports torch once per sandbox;
+in "plain" mode (macOS, Windows, no namespaces), each worker is an interpreter of its own."""
 
-    `area` is the sandbox's folder: area/code (the worker's code) and area/submission (a copy),
-    both read-only to the worker; each worker gets a new home folder of its own there.
+
+def _environment(area: Path, home: str) -> dict[str, str]:
+    """The environment of a worker (and of a template): nothing of the judge's."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONPATH": str(area / "code"),
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if sys.platform == "win32":
+        env |= {name: os.environ[name] for name in _WINDOWS_VARIABLES if name in os.environ}
+    return env
+
+
+def _launch(module: str, arguments: list[str], confinement_mode: str, group: Group | None, area: Path,
+            cwd: str, stdin: Any, stdout: Any, log_fd: int) -> subprocess.Popen:
+    """Start `python -m grader_sandbox.<module>` confined as `confinement_mode` asks (launcher, group)."""
+    home = f"{SANDBOX}/home" if confinement_mode in ("root", "userns") else cwd
+    command = [*(group.join_command() if group else []), *_launcher(confinement_mode), sys.executable,
+               "-P", "-s", "-m", f"{CODE_PACKAGE}.{module}", *arguments]
+    # start_new_session: a process group of its own on POSIX (Windows ignores it)
+    return subprocess.Popen(command, bufsize=0, env=_environment(area, home), cwd=cwd, stdin=stdin,
+                            stdout=stdout, stderr=log_fd, start_new_session=True)
+
+
+def _log(area: Path, prefix: str) -> tuple[int, Path]:
+    log_fd, log_name = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=area.parent)
+    return log_fd, Path(log_name)
+
+
+def _tail(path: Path) -> str:
+    """The end of a log (what a process printed, and why it stopped, if it said), safe to show."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+            return safe_text(log.read().decode("utf-8", "replace").strip(), _LOG_TAIL_BYTES)
+    except OSError:
+        return ""
+
+
+def _kill_launched(process: subprocess.Popen, confinement_mode: str) -> None:
+    """Kill a process _launch started and every process it started, and wait for it."""
+    if process.poll() is None:
+        if confinement_mode in ("root", "userns"):
+            # The namespace's first process: when it dies the kernel kills the rest, and unshare
+            # exits once they are all gone.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(_first_child(process.pid), signal.SIGKILL)
+        else:
+            _kill_tree(process.pid)
+    process.wait()
+
+
+def _first_child(pid: int) -> int:
+    """The first process of a PID namespace unshare made (its child), else `pid` itself."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return int(children[0]) if children else pid
+    except OSError:
+        return pid
+
+
+class Template:
+    """The judge's side of template.py: a process that imports torch once and forks this sandbox's workers.
+
+    It gets the new root every worker shares ("root", "userns"), a control group for its own memory (the
+    torch its workers share), and a socket whose other end is its stdin; it never runs the submission's
+    code. A template that does not answer in time is `lost`: it is killed, and the sandbox starts another.
     """
 
-    def __init__(self, area: Path, blocked: frozenset[str], confinement_mode: str, limits: Limits,
-                 refused: tuple[tuple[str, str], ...] = ()):
-        self.mode, self.refused = confinement_mode, refused
-        self.started = time.monotonic()
-        self.cpu = self.waited = 0.0  # its clocks since it was ready: CPU seconds used, seconds waited for
-        self._cpu_at_ready = 0.0
-        self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
-        home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
-        if self.uid is not None:
-            os.chown(home, self.uid, _worker_gid())
-        confinement = Confinement(self.mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
+    def __init__(self, area: Path, confinement_mode: str, limits: Limits):
+        self.mode, self.lost, self._ready = confinement_mode, False, False
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        confinement = Confinement(confinement_mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
                                   read_only=[*_visible_paths(), str(area / "code")],
-                                  masked=list(_hidden_paths()),
-                                  submission=str(area / "submission"), home=str(home),
-                                  uid=self.uid or 0, gid=_worker_gid() if self.uid else 0, limits=limits)
-        in_jail = self.mode in ("root", "userns")
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": f"{SANDBOX}/home" if in_jail else str(home),
-            "TMPDIR": f"{SANDBOX}/home" if in_jail else str(home),
-            "PYTHONPATH": str(area / "code"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-        }
-        if sys.platform == "win32":
-            env |= {name: os.environ[name] for name in _WINDOWS_VARIABLES if name in os.environ}
-        log_fd, log_name = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=area.parent)
-        self.log_path = Path(log_name)
-        # One control group for it and all it starts, where the machine allows (as root)
+                                  masked=list(_hidden_paths()), submission=str(area / "submission"),
+                                  limits=limits)
+        log_fd, self.log_path = _log(area, "template-")
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
-            if self.uid is not None else None
-        command = [*(self.group.join_command() if self.group else []), *_launcher(self.mode), sys.executable,
-                   "-P", "-s", "-m", f"{CODE_PACKAGE}.jail", confinement.to_json(), confinement.submission,
-                   ",".join(sorted(blocked))]
-        try:  # start_new_session: a process group of its own on POSIX (Windows ignores it)
-            self.process = subprocess.Popen(command, bufsize=0, env=env, cwd=home, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=log_fd, start_new_session=True)
+            if confinement_mode in ("root", "setuid") else None
+        try:
+            self.process = _launch("template", [confinement.to_json()], confinement_mode, self.group, area,
+                                   str(area), theirs.fileno(), log_fd, log_fd)
         except OSError:
             if self.group:
                 self.group.remove()
             raise
         finally:
             os.close(log_fd)
-        self.channel = channel(self.process.stdin, self.process.stdout)
-        self._ready = False
+            theirs.close()
+
+    def _call(self, message: dict, fds: tuple[int, ...] = ()) -> dict:
+        """Send a request and return the template's reply; WorkerLost (and the template lost) if it
+        does not give one in time. Its first message (ready: torch imported) comes before the first reply."""
+        try:
+            self.control.settimeout(BUDGETS.worker_start * BUDGETS.wall_factor)
+            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+            while True:
+                reply = json.loads(self.control.recv(1 << 16) or b"null")
+                if not isinstance(reply, dict):
+                    raise ConnectionError("it hung up")
+                if not reply.pop("ready", False) or self._ready:
+                    return reply
+                self._ready = True
+        except (OSError, ValueError) as error:  # socket.timeout is an OSError
+            self.close()
+            tail = _tail(self.log_path)
+            raise WorkerLost(f"the worker could not start (its template: {error or type(error).__name__})"
+                             + (f"; its log ends with:\n{tail}" if tail else "")) from None
+
+    def spawn(self, uid: int, gid: int, home: str, blocked: frozenset[str], fds: tuple[int, int, int]) -> int:
+        """Fork a worker serving on fds (its request pipe, reply pipe and log); its pid on this machine."""
+        message = {"op": "spawn", "uid": uid, "gid": gid, "home": home, "blocked": sorted(blocked)}
+        inner = int(self._call(message, fds)["pid"])
+        template = _first_child(self.process.pid) if self.mode in ("root", "userns") else self.process.pid
+        for pid in map(int, Path(f"/proc/{template}/task/{template}/children").read_text().split()):
+            if _inner_pid(pid) == inner:
+                return pid
+        raise WorkerLost("the worker could not start: its template forked no process")
+
+    def end(self, inner: int) -> int | None:
+        """Have the template kill what is left of a worker (its pid in the template's namespace) and
+        return its exit code as subprocess gives it (None if the template could not say)."""
+        if self.lost:
+            return None
+        try:
+            return os.waitstatus_to_exitcode(int(self._call({"op": "end", "pid": inner})["status"]))
+        except (WorkerLost, KeyError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Kill the template and what it started, and remove its group."""
+        self.lost = True
+        self.control.close()
+        if self.group:
+            self.group.kill()
+        _kill_launched(self.process, self.mode)
+        if self.group:
+            self.group.remove()
+
+
+def _inner_pid(pid: int) -> int | None:
+    """A process's pid in its own (innermost) PID namespace."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    line = next((line for line in status.splitlines() if line.startswith("NSpid:")), f"NSpid: {pid}")
+    return int(line.split()[-1])
+
+
+class Worker:
+    """One confined worker process serving one submission (never importing its `blocked` modules).
+
+    `area` is the sandbox's folder: area/code (the worker's code) and area/submission (a copy),
+    both read-only to the worker; each worker gets a new home folder of its own. In FORKED_MODES it is
+    forked by the sandbox's `template`; in "plain" mode it is an interpreter of its own.
+    """
+
+    def __init__(self, area: Path, blocked: frozenset[str], confinement_mode: str, limits: Limits,
+                 refused: tuple[tuple[str, str], ...] = (), template: Template | None = None):
+        self.mode, self.refused, self.template = confinement_mode, refused, template
+        self.started = time.monotonic()
+        self.cpu = self.waited = 0.0  # its clocks since it was ready: CPU seconds used, seconds waited for
+        self._cpu_at_ready = 0.0
+        self.returncode: int | None = None
+        self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
+        home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
+        if self.uid is not None:
+            os.chown(home, self.uid, _worker_gid())
+        log_fd, self.log_path = _log(area, "worker-")
+        # One control group for it and all it starts, where the machine allows (as root)
+        self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
+            if self.uid is not None else None
+        self._ready, self.process, self.inner_pid = False, None, None
         self.not_set: list[str] = []
         """The limits the worker could not set on this platform (its first message says)."""
+        try:
+            if template is None:
+                self._start(area, home, blocked, limits, log_fd)
+            else:
+                self._fork(template, home, blocked, log_fd)
+        except BaseException:
+            if self.group and template is None:  # a fork that failed is closed already
+                self.group.remove()
+            raise
+        finally:
+            os.close(log_fd)
+
+    def _start(self, area: Path, home: Path, blocked: frozenset[str], limits: Limits, log_fd: int) -> None:
+        """A worker of its own ("plain" mode): jail.py confines it, then serves."""
+        confinement = Confinement(self.mode, submission=str(area / "submission"), home=str(home),
+                                  limits=limits)
+        arguments = [confinement.to_json(), confinement.submission, ",".join(sorted(blocked))]
+        self.process = _launch("jail", arguments, self.mode, None, area, str(home), subprocess.PIPE,
+                               subprocess.PIPE, log_fd)
+        self.pid = self.process.pid
+        self.channel = channel(self.process.stdin, self.process.stdout)
+
+    def _fork(self, template: Template, home: Path, blocked: frozenset[str], log_fd: int) -> None:
+        """A worker forked by the template: in its control group before it may import the submission."""
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        self.channel = channel(io.FileIO(requests_write, "wb"), io.FileIO(replies_read, "rb"))
+        try:
+            self.pid = template.spawn(self.uid or 0, _worker_gid() if self.uid else 0, str(home), blocked,
+                                      (requests_read, replies_write, log_fd))
+            self.inner_pid = _inner_pid(self.pid)
+            if self.group:
+                self.group.add(self.pid)
+            self.channel.send({"op": GO}, time.monotonic() + BUDGETS.worker_start)
+        except (OSError, Deadline, WorkerLost) as error:
+            self.close()
+            raise error if isinstance(error, WorkerLost) else WorkerLost(
+                f"the worker could not start: {error}") from None
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
 
     def request(self, message: dict, cpu_deadline: float, waited_deadline: float) -> Any:
         """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise.
@@ -579,7 +745,7 @@ class Worker:
         started."""
         used = self.group.cpu_seconds() if self.group else None
         if used is None and _PROC:
-            used = sum(map(_cpu_of, _descendants(self.process.pid)))
+            used = sum(map(_cpu_of, _descendants(self.pid)))
         return (time.monotonic() - self.started if used is None else used) - self._cpu_at_ready
 
     def _await(self, cpu_deadline: float, waited_deadline: float) -> Any:
@@ -598,7 +764,7 @@ class Worker:
                 self.waited += waited + time.monotonic() - start - starved
                 return reply
             self.cpu = self.cpu_seconds()
-            queued = _scheduled(_descendants(self.process.pid))[1]  # a call's first poll sets the zero
+            queued = _scheduled(_descendants(self.pid))[1]  # a call's first poll sets the zero
             queued_first = queued if queued_first is None else queued_first
             starved = queued - queued_first
             if self.cpu >= cpu_deadline:
@@ -611,7 +777,7 @@ class Worker:
     def _asleep(self) -> bool:
         """Whether the worker neither runs nor waits for a CPU (it sleeps, or waits for something
         else) over a short look; False where /proc cannot tell."""
-        pids = _descendants(self.process.pid)
+        pids = _descendants(self.pid)
         before = sum(_scheduled(pids))
         time.sleep(GRACE_SECONDS)
         return before > 0 and sum(_scheduled(pids)) == before
@@ -661,15 +827,10 @@ class Worker:
 
     def log_tail(self) -> str:
         """The end of the worker's log (what it printed, and why it stopped, if it said), safe to show."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
-                return safe_text(log.read().decode("utf-8", "replace").strip(), _LOG_TAIL_BYTES)
-        except OSError:
-            return ""
+        return _tail(self.log_path)
 
     def _death_reason(self, error: BaseException) -> str:
-        code = self.process.returncode
+        code = self.returncode
         if isinstance(error, ProtocolError):
             return f"the worker's reply was refused: {error}"
         if code is not None and code < 0:
@@ -678,44 +839,33 @@ class Worker:
             return f"the process exited with code {code} (os._exit or a crash)"
         return "the process stopped answering"
 
+    def _alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return _inner_pid(self.pid) is not None and _uid_of(Path(f"/proc/{self.pid}")) is not None
+
     def close(self) -> None:
         """Kill the worker and every process it started, wait until they are gone, remove its group."""
-        if self._ready and self.process.poll() is None:
+        if self._ready and self._alive():
             self.cpu = self.cpu_seconds()  # its last reading: the sandbox's clock keeps it
         if self.group:
             self.group.kill()
-        if self.process.poll() is None:
-            self._kill()
-        self.process.wait()
+        if self.process is not None:
+            _kill_launched(self.process, self.mode)
+            self.returncode = self.process.returncode
         if self.uid is not None:
-            _kill_uid(self.uid)  # "setuid" mode has no PID namespace; in "root" mode this finds none
+            _kill_uid(self.uid)  # what a worker in "setuid" mode started, in no group and no namespace
+        if self.template is not None and self.inner_pid is not None:  # it kills the rest, reaps the worker
+            self.returncode = self.template.end(self.inner_pid)
         if self.group:
             self.group.remove()
         self.channel.close()
 
-    def _first(self) -> int:
-        """The worker's own process: in a PID namespace, the launcher's child (its first process)."""
-        if self.mode in ("root", "userns"):
-            try:
-                children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
-                return int(children.split()[0]) if children.split() else self.process.pid
-            except OSError:
-                pass
-        return self.process.pid
-
     def _signal(self, number: int) -> None:
         try:
-            os.kill(self._first(), number)
+            os.kill(self.pid if self.process is None else _first_child(self.process.pid), number)
         except ProcessLookupError:
             pass
-
-    def _kill(self) -> None:
-        if self.mode in ("root", "userns"):
-            # The namespace's first process: when it dies the kernel kills the rest, and unshare
-            # exits once they are all gone.
-            self._signal(signal.SIGKILL)
-        else:
-            _kill_tree(self.process.pid)
 
 
 class Sandbox:
@@ -743,6 +893,7 @@ class Sandbox:
             for folder in (self.scratch, self.area):
                 folder.chmod(0o711)
         self.worker: Worker | None = None
+        self.template: Template | None = None
         self.blocked: frozenset[str] = frozenset()
         self.not_set: list[str] = []
         """The limits this platform refused (the last ready worker's word)."""
@@ -750,25 +901,31 @@ class Sandbox:
         self._cpu_before = self._waited_before = 0.0  # the clocks of the workers closed so far
 
     def start(self) -> None:
-        """Start a worker now, so that its imports overlap the judge's own work."""
-        if self.worker is None:
+        """Start a worker now (or, where workers are forked, their template), so that its imports overlap
+        the judge's own work."""
+        if self.mode in FORKED_MODES:
+            if self.template is None or self.template.lost:
+                self.template = Template(self.area, self.mode, self.limits)
+        elif self.worker is None:
             self.worker = Worker(self.area, self.blocked, self.mode, self.limits, self.refused)
 
     def block(self, module: str) -> None:
         """Never import this submission module again: importing it fails at once, in a new worker
         (it may have hung or flooded; the worker that tried it may hold half of it)."""
         self.blocked |= {module}
-        self.close()
+        self._close_worker()
 
     def refuse(self, function: str, message: str) -> None:
         """From the next worker on, `function` ("module.Qual.name" of the submission, e.g. one that
         hung) raises BLOCKED with `message` wherever it is called from, instead of running."""
         self.refused += ((function, message),)
-        self.close()
+        self._close_worker()
 
     def ready(self) -> None:
         """Start a worker if none is running and wait until it can take calls."""
         self.start()
+        if self.worker is None:  # forked now (a fork that fails is closed already)
+            self.worker = Worker(self.area, self.blocked, self.mode, self.limits, self.refused, self.template)
         try:
             self.worker.wait_ready()
         except WorkerLost:  # the worker is closed already
@@ -821,7 +978,19 @@ class Sandbox:
         return {**self.report, "summary": isolation_summary(self.mode, self.not_set),
                 "not_set": list(self.not_set)}
 
+    def fresh_worker(self) -> None:
+        """Close the worker: the next call gets a new one (started now, where that takes long)."""
+        self._close_worker()
+        self.start()
+
     def close(self) -> None:
+        """Close the worker and its template."""
+        self._close_worker()
+        if self.template is not None:
+            self.template.close()
+            self.template = None
+
+    def _close_worker(self) -> None:
         if self.worker is not None:
             self.worker.close()
             self._retire()

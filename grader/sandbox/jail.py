@@ -67,7 +67,7 @@ class Limits:
     memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
     group_memory_bytes: int = 2 << 30  # all its processes together, swap included (cgroup.py)
     processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64 (its group too)
-    scratch_bytes: int = 64 << 20  # home and /tmp together: one tmpfs ("root" mode; else file_bytes a file)
+    scratch_bytes: int = 64 << 20  # home and /tmp: half each ("root", "userns"; else file_bytes a file)
     cpus: float = 1.0  # all its processes together, at most one core (cgroup.py): it computes on one thread
     file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
     open_files: int = 256
@@ -182,25 +182,19 @@ def _inside(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
-def _writable(c: Confinement) -> str:
-    """A tmpfs of limits.scratch_bytes (mounted in the new root for now) holding the worker's home and
-    /tmp: what it writes takes memory of its own group, not the host's disk, and goes with the worker."""
-    writable = _inside(c.root, "/.writable")
-    os.makedirs(writable)
-    _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"size={c.limits.scratch_bytes},nr_inodes=16384,mode=0755")
-    os.mkdir(f"{writable}/home", 0o700)
-    os.chown(f"{writable}/home", c.uid, c.gid)
-    os.mkdir(f"{writable}/tmp")
-    os.chmod(f"{writable}/tmp", 0o1777)
-    return writable
+def _scratch(target: str, c: Confinement, mode: int) -> None:
+    """A tmpfs of half limits.scratch_bytes at `target` (the home, /tmp): what the worker writes there
+    takes memory of its own group, not the host's disk, and goes with the mount."""
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={c.limits.scratch_bytes // 2},nr_inodes=8192,mode={mode:o}")
 
 
 def build_root(c: Confinement) -> None:
-    """Mount the new root's file system at c.root (in this process's private mount namespace)."""
+    """Mount the new root's file system at c.root (in this process's private mount namespace); each
+    worker gets its home from fresh_home."""
     _mount("tmpfs", c.root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=0755")
-    writable = _writable(c)
-    _bind(f"{writable}/tmp", _inside(c.root, "/tmp"), writable=True)  # first: the binds may lie in /tmp
+    _scratch(_inside(c.root, "/tmp"), c, 0o1777)  # first: the binds may lie in /tmp
     for path in c.read_only:
         if os.path.islink(path):  # e.g. /bin -> usr/bin on a merged-/usr system
             os.makedirs(os.path.dirname(_inside(c.root, path)), exist_ok=True)
@@ -212,20 +206,29 @@ def build_root(c: Confinement) -> None:
         if os.path.isdir(target):
             _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0555")
     _bind(c.submission, _inside(c.root, f"{SANDBOX}/submission"))
-    _bind(f"{writable}/home", _inside(c.root, f"{SANDBOX}/home"), writable=True)
-    if _libc().umount2(writable.encode(), _MNT_DETACH) != 0:  # reached only through the two binds now
-        raise OSError(ctypes.get_errno(), f"umount {writable}")
-    os.rmdir(writable)
+    os.makedirs(_inside(c.root, f"{SANDBOX}/home"))
     for name in _DEVICES:
         _bind(f"/dev/{name}", _inside(c.root, f"/dev/{name}"), writable=True, device=True)
     os.makedirs(_inside(c.root, "/proc"))
-    _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    # hidepid=2: a worker's uid sees its own processes only, not its template ("root" mode: another uid)
+    _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=2")
 
 
 def enter_root(c: Confinement) -> None:
     """chroot into the new root (for good once the uid is dropped: chroot needs root)."""
     os.chroot(c.root)
-    os.chdir(f"{SANDBOX}/home")
+    os.chdir("/")
+
+
+def fresh_home(c: Confinement) -> None:
+    """An empty home for the next worker, owned by its uid (in the new root): the last worker's home
+    goes, with its files."""
+    home = f"{SANDBOX}/home"
+    if os.path.ismount(home) and _libc().umount2(home.encode(), _MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount {home}")
+    _scratch(home, c, 0o700)
+    os.chown(home, c.uid, c.gid)
+    os.chdir(home)
 
 
 def become_worker(c: Confinement) -> None:
@@ -275,32 +278,35 @@ def take_channel() -> tuple[io.FileIO, io.FileIO]:
     return requests, replies
 
 
-def main(argv: list[str]) -> None:
-    requests, replies = take_channel()
-    confinement = Confinement.from_json(argv[0])
-    worker_args = argv[1:]
-    if confinement.mode in ("root", "userns"):
-        build_root(confinement)
-        enter_root(confinement)
-        worker_args = [f"{SANDBOX}/submission", *worker_args[1:]]
-    not_set = confinement.limits.apply(per_uid=confinement.mode in ("root", "setuid"))
+def confine(c: Confinement, requests_fd: int) -> list[str]:
+    """A worker's own confinement, once it is in its new root ("root" and "userns" modes): the limits,
+    then its uid or its capabilities, no new privileges, no network, Landlock ("setuid" mode). Returns
+    the limits this platform refused."""
+    not_set = c.limits.apply(per_uid=c.mode in ("root", "setuid"))
     if not_set:
         print(f"limits not set on this platform: {', '.join(not_set)}", file=sys.stderr, flush=True)
-    if confinement.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
-        become_worker(confinement)
-        stay_with_parent(requests.fileno())
-    elif confinement.mode == "userns":
+    if c.mode in ("root", "setuid"):  # after the limits: as root it may set hard ones
+        become_worker(c)
+        stay_with_parent(requests_fd)
+    elif c.mode == "userns":
         drop_capabilities()
-    if confinement.mode != "plain":
+    if c.mode != "plain":
         no_new_privileges()
         if seccomp.supported():  # elsewhere "setuid" is refused (client.py); the others have no network
             seccomp.deny_network()
-    if confinement.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
-        landlock.restrict([*confinement.read_only, confinement.submission], [confinement.home],
-                          [f"/dev/{name}" for name in _DEVICES])
+    if c.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
+        landlock.restrict([*c.read_only, c.submission], [c.home], [f"/dev/{name}" for name in _DEVICES])
+    return not_set
+
+
+def main(argv: list[str]) -> None:
+    """A worker started on its own ("plain" mode: the confined modes fork theirs from template.py)."""
+    requests, replies = take_channel()
+    confinement = Confinement.from_json(argv[0])
+    not_set = confine(confinement, requests.fileno())
     from .worker import main as serve  # torch and the submission come only now
 
-    serve(requests, replies, worker_args, confinement.limits, not_set)
+    serve(requests, replies, argv[1:], confinement.limits, not_set)
 
 
 if __name__ == "__main__":

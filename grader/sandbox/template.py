@@ -1,0 +1,123 @@
+"""The template of a sandbox's workers ("root", "userns" and "setuid" modes): a process that imports
+torch once and forks each worker the judge asks for, so that a worker starts in milliseconds rather
+than in the CPU-second that importing torch takes.
+
+Started as `python -m <package>.template CONFINEMENT_JSON` (see client.py) with a control socket of the
+judge's as its stdin, it builds the new root that every worker of the sandbox shares ("root" and
+"userns": it is then the first process of their PID namespace), imports torch, numpy and the worker's
+code, and says it is ready. It never imports the submission nor runs any of its code: each worker is a
+fork that confines itself (jail.confine: its own uid, limits, seccomp, Landlock) before the judge lets
+it import the submission. The control socket carries JSON and file descriptors only:
+
+- {"op": "spawn", "uid", "gid", "home", "blocked"} with the worker's request pipe, reply pipe and log:
+  fork a worker; the reply is {"pid": its pid in the template's PID namespace};
+- {"op": "end", "pid"}: the worker is done with (the judge killed it, or it exited): as the first
+  process of its namespace, kill every other process of it (what the worker started too), reap them,
+  and reply {"status": the worker's wait status}.
+
+Its end of the socket hung up (the judge is gone), the template exits, and the kernel kills what is
+left of its namespace with it.
+"""
+import fcntl
+import io
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from dataclasses import replace
+
+from .jail import SANDBOX, Confinement, build_root, confine, enter_root, fresh_home, stay_with_parent
+from .protocol import receive
+
+_MAX_CONTROL_BYTES = 1 << 16
+GO = "go"
+"""The first request a forked worker reads: the judge has put it in its control group, and it may import
+the submission."""
+
+
+def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.socket) -> int:
+    """Fork a worker that serves the judge on `fds` (requests, replies, log); its pid."""
+    worker = replace(c, uid=request["uid"], gid=request["gid"], home=request.get("home") or c.home)
+    if c.mode in ("root", "userns"):
+        fresh_home(worker)
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:  # the child: never back into the template's loop
+        control.close()  # a worker must not ask for workers
+        requests_fd, replies_fd, log_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds)  # out of the way
+        for target, fd in ((3, requests_fd), (4, replies_fd), (1, log_fd), (2, log_fd)):
+            os.dup2(fd, target)
+        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+        if c.mode == "setuid":  # a home of its own, made by the judge
+            os.chdir(worker.home)
+            os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
+        requests, replies = io.FileIO(3, "rb"), io.FileIO(4, "wb")
+        not_set = confine(worker, requests.fileno())
+        if receive(requests) != {"op": GO}:
+            return
+        from .worker import main as serve
+
+        serve(requests, replies, [f"{SANDBOX}/submission" if c.mode != "setuid" else c.submission,
+                                  ",".join(request.get("blocked", []))], c.limits, not_set)
+        status = 0
+    except BaseException:  # noqa: BLE001 - said in its log, then gone
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        os._exit(status)
+
+
+def _end(pid: int) -> int:
+    """Kill what is left of a worker and return its wait status."""
+    if os.getpid() == 1:  # the first process of the namespace: every other one is the worker's
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    status = os.waitpid(pid, 0)[1]
+    while True:  # reap the rest (orphans of the worker come to the namespace's first process)
+        try:
+            if os.waitpid(-1, os.WNOHANG if os.getpid() != 1 else 0)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return status
+
+
+def main(argv: list[str]) -> None:
+    control = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # what the template prints goes to its log
+    c = Confinement.from_json(argv[0])
+    if c.mode in ("root", "userns"):
+        build_root(c)
+        enter_root(c)
+    else:  # "setuid": no namespace to die with; die with the judge
+        stay_with_parent(control.fileno())
+    from . import worker  # noqa: F401 - torch, numpy and the worker's code, once for every worker
+
+    control.send(json.dumps({"ready": True}).encode())
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, _MAX_CONTROL_BYTES, 3)
+        if not data:
+            return
+        request = json.loads(data)
+        try:
+            if request["op"] == "spawn":
+                reply = {"pid": _fork_worker(c, request, fds, control)}
+            else:
+                reply = {"status": _end(int(request["pid"]))}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply).encode())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
