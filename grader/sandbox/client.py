@@ -42,8 +42,7 @@ from ..submission import special
 from . import landlock, seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
-from .protocol import TIME_LIMIT, Deadline, ProtocolError, channel
-from .template import GO
+from .protocol import GO, TIME_LIMIT, Deadline, ProtocolError, channel
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -704,7 +703,7 @@ class Worker:
             self.inner_pid = _inner_pid(self.pid)
             if self.group:
                 self.group.add(self.pid)
-            self.channel.send({"op": GO}, time.monotonic() + BUDGETS.worker_start)
+            self.channel.send(GO, time.monotonic() + BUDGETS.worker_start)
         except (OSError, Deadline, WorkerLost) as error:
             self.close()
             raise error if isinstance(error, WorkerLost) else WorkerLost(

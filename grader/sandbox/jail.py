@@ -1,11 +1,13 @@
-"""The worker's first steps, before it imports torch or the submission: confine, then serve.
+"""The worker's confinement, before it imports the submission.
 
-Started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see client.py), it applies
-the Confinement it is given and then runs worker.main in the same process:
+In the confined modes the sandbox's template (template.py) builds the new root once (build_root,
+enter_root) and each worker it forks confines itself (fresh_home, confine) before it serves; in "plain"
+mode a worker is started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see client.py),
+sets its limits and runs worker.main in the same process:
 
 - "root" (the judge runs as root; started inside new mount, network, IPC and PID namespaces by
-  `unshare`): build a new root from read-only bind mounts of what Python and torch need (no
-  /home, /root, /tmp of the host, no grader or reference), a home and /tmp on one small tmpfs
+  `unshare`): a new root from read-only bind mounts of what Python and torch need (no
+  /home, /root, /tmp of the host, no grader or reference), a home and /tmp on small tmpfs
   (Limits.scratch_bytes), a fresh /proc of the PID namespace; chroot into it, then become the
   worker's own unprivileged uid with no way back (no_new_privs, no capabilities), set to die with
   its parent again (the uid change cleared that).
@@ -255,10 +257,11 @@ def no_new_privileges() -> None:
 
 
 def stay_with_parent(request_fd: int) -> None:
-    """Die with the process that started this one (unshare, or the judge in "setuid" mode): the uid
-    change cleared the parent-death signal (prctl(2)), so set it again; then, in case the judge went
-    before that, look at the request pipe: its only writer is the judge, so it is hung up once the
-    judge is gone (and a process exits its files before its children get their signal)."""
+    """Die with the process that started this one (the template; the judge, for a template in "setuid"
+    mode): the uid change cleared the parent-death signal (prctl(2)), so set it again; then, in case the
+    judge went before that, look at the request pipe (or the template's control socket): the judge is
+    the only one at its other end, so it is hung up once the judge is gone (and a process exits its
+    files before its children get their signal)."""
     if _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     poller = select.poll()

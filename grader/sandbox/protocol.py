@@ -49,6 +49,9 @@ TIME_LIMIT = "TimeLimit"
 """The error type the worker reports when the judge stopped the student's code for time (SIGXCPU)."""
 BLOCKED = "Blocked"
 """The error type of a call that reached a function the judge told the worker to refuse (it hung)."""
+GO = {"op": "go"}
+"""The first request a forked worker reads (template.py): the judge has put it in its control group, and
+it may import the submission."""
 _LENGTH = struct.Struct(">Q")
 
 

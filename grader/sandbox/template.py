@@ -29,12 +29,9 @@ import traceback
 from dataclasses import replace
 
 from .jail import SANDBOX, Confinement, build_root, confine, enter_root, fresh_home, stay_with_parent
-from .protocol import receive
+from .protocol import GO, receive
 
 _MAX_CONTROL_BYTES = 1 << 16
-GO = "go"
-"""The first request a forked worker reads: the judge has put it in its control group, and it may import
-the submission."""
 
 
 def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.socket) -> int:
@@ -57,7 +54,7 @@ def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.
             os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
         requests, replies = io.FileIO(3, "rb"), io.FileIO(4, "wb")
         not_set = confine(worker, requests.fileno())
-        if receive(requests) != {"op": GO}:
+        if receive(requests) != GO:
             return
         from .worker import main as serve
 
