@@ -4,6 +4,8 @@ tests/ is on pytest's `pythonpath`). Fixtures and hooks live in conftest.py.
 Seeded tensors come from the grader's own `grader.suites.strategies.randn(seed, *shape, dtype=...)`
 and `random_mask(seed, *shape)`: hypothesis draws the seed and the shapes, never the floats.
 """
+import shutil
+import zipfile
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -103,3 +105,14 @@ def torch_attn_mask(mask: torch.Tensor | None, bias: torch.Tensor | None,
 def load_bugs() -> ModuleType:
     """examples/submissions/bugs.py."""
     return corpus.load_bugs(EXAMPLES / "bugs.py")
+
+
+def autograder_root(bundle: Path, root: Path, submission: Path) -> Path:
+    """/autograder as Gradescope lays it out: the bundle unzipped in source/, run_autograder copied to
+    the top, the student's files in submission/, and an empty results/."""
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extractall(root / "source")
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    shutil.copytree(submission, root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "results").mkdir()
+    return root

@@ -37,7 +37,7 @@ from grader.sandbox.client import mode
 from grader.scoring import scorecard
 from grader.spec import COMPONENTS, Status
 from grader.suites import Case, all_cases
-from helpers import ROOT
+from helpers import ROOT, autograder_root
 
 SCHEMA = json.loads((ROOT / "grader" / "schemas" / "gradescope_results.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -48,17 +48,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bundle") / "autograder.zip"
     assert grader_main(["autograder", "--out", str(out)]) == 0
     return out
-
-
-def autograder_root(bundle: Path, root: Path, submission: Path) -> Path:
-    """/autograder as Gradescope lays it out: the bundle unzipped in source/, run_autograder copied to
-    the top, the student's files in submission/, and an empty results/."""
-    with zipfile.ZipFile(bundle) as archive:
-        archive.extractall(root / "source")
-    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
-    shutil.copytree(submission, root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "results").mkdir()
-    return root
 
 
 def run_autograder(root: Path, *args: str) -> dict:
