@@ -49,6 +49,7 @@ def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.
         for target, fd in ((3, requests_fd), (4, replies_fd), (1, log_fd), (2, log_fd)):
             os.dup2(fd, target)
         os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+        os.setsid()  # a process group of its own, as a worker started on its own has
         if c.mode == "setuid":  # a home of its own, made by the judge
             os.chdir(worker.home)
             os.environ["HOME"] = os.environ["TMPDIR"] = worker.home

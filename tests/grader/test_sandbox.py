@@ -189,6 +189,38 @@ def call(box: Sandbox, target: str, *args, timeout: float = 10.0):
     return box.request({"op": "call", "target": target, "args": list(args)}, timeout)["result"]
 
 
+FRESH = textwrap.dedent("""\
+    import os, sys
+    IMPORTED_IN = os.getpid()
+    def where():
+        home = os.path.expanduser("~")
+        found = sorted(os.listdir(home))
+        open(os.path.join(home, f"left-by-{os.getpid()}"), "w").close()
+        return [IMPORTED_IN, os.getpid(), os.getuid(), found]
+    """)
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submission(tmp_path):
+    """Workers are forked from their sandbox's template, which imported torch once: each imports the
+    submission itself (its module-level code runs in that worker, never in the template), finds an empty
+    home, and as root gets a uid of its own."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "attention.py").write_text(FRESH)
+    box = Sandbox(submission, tmp_path)
+    try:
+        first = call(box, "attention.where")
+        box.fresh_worker()
+        second = call(box, "attention.where")
+    finally:
+        box.close()
+    assert first[0] == first[1] and second[0] == second[1] and first[1] != second[1]
+    assert first[3] == [] and second[3] == [], "each worker's home starts empty"
+    assert (first[2] != second[2]) == (box.mode in ("root", "setuid"))
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_a_hang_times_out_and_the_next_call_gets_a_new_worker(sandbox):
