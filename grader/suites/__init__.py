@@ -6,8 +6,10 @@ A case is a function of the Student proxy that raises checks.Failed (or lets the
 exception through) when the property does not hold.
 """
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, seed, settings
@@ -27,6 +29,49 @@ GRADER_SETTINGS = settings(
 )
 """Every case runs under these, seeded from its name and a salt (grader/salt.py): the same
 submission gets the same examples every run of one deployment."""
+
+
+def _local_constants_hook() -> Any:
+    """hypothesis's module that draws constants of "local" modules, or None: a version that collects
+    none, or one whose internals used here changed (tests/grader/test_draws.py says which)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants  # noqa: F401 - _no_constants's
+    except ImportError:
+        return None
+    has_hook = hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")
+    return providers if has_hook else None
+
+
+@cache
+def _no_constants() -> Any:
+    from hypothesis.internal.constants_ast import Constants
+    return Constants()
+
+
+@contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Draw no constants of local modules while a case runs.
+
+    hypothesis draws, with probability 0.05 a draw, a constant of the code under test: the ints,
+    floats and strings in the source of each module in sys.modules whose file is outside
+    site-packages and the standard library (the grader's own, when it is installed editable). The
+    hidden inputs would then depend on the installation and on which modules are loaded, not on the
+    salt alone, and a fresh folder would pay for parsing them (and get a .hypothesis/constants/
+    cache). hypothesis has no setting for this: its hook gets an empty pool for the duration.
+    """
+    providers = _local_constants_hook()
+    if providers is None:
+        yield
+        return
+    hook = providers._get_local_constants
+    providers._get_local_constants = _no_constants
+    providers.CONSTANTS_CACHE.cache.clear()  # its pools may hold local constants drawn before
+    try:
+        yield
+    finally:
+        providers._get_local_constants = hook
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 class HiddenTestsMissing(RuntimeError):
