@@ -37,7 +37,7 @@ from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
-from .suites import Case, all_cases
+from .suites import Case, all_cases, without_local_constants
 
 
 class OutOfTime(RuntimeError):
@@ -209,7 +209,7 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
     try:
         student.sandbox.ready()
         student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
-        with _recording(case.run, failing):
+        with _recording(case.run, failing), without_local_constants():
             case.run(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)

@@ -6,7 +6,8 @@ A case is a function of the Student proxy that raises checks.Failed (or lets the
 exception through) when the property does not hold.
 """
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,47 @@ GRADER_SETTINGS = settings(
 )
 """Every case runs under these, seeded from its name and a salt (grader/salt.py): the same
 submission gets the same examples every run of one deployment."""
+
+
+def _local_constants_hook() -> tuple[Any, Any] | None:
+    """hypothesis's module that draws constants of "local" modules, and an empty pool of them; None
+    for a version that collects none, or one whose internals used here changed (then
+    tests/grader/test_draws.py fails, if local constants are still drawn)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:
+        return None
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        return None
+    return providers, Constants()
+
+
+@contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Draw no constants of local modules while a case runs.
+
+    hypothesis draws a constant with probability 0.05 a draw, half the time one of the code under
+    test: the ints, floats and strings in the source of each module in sys.modules whose file is
+    outside site-packages and the standard library (the grader's own, when it is installed
+    editable). The hidden inputs would then depend on the installation and on which modules are
+    loaded, not on the salt alone, and a fresh folder would pay for parsing them (and get a
+    .hypothesis/constants/ cache). hypothesis has no setting for this: its hook gets an empty pool
+    for the duration.
+    """
+    found = _local_constants_hook()
+    if found is None:
+        yield
+        return
+    providers, empty = found
+    hook = providers._get_local_constants
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()  # its pools may hold local constants drawn before
+    try:
+        yield
+    finally:
+        providers._get_local_constants = hook
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 class HiddenTestsMissing(RuntimeError):
