@@ -5,8 +5,9 @@ At its top level (Gradescope's layout, https://gradescope-autograders.readthedoc
   and the grader, all into ROOT/venv (nothing is downloaded at grading time);
 - run_autograder: run for each submission: `python -m grader.instructor.gradescope ROOT` (gradescope.py);
 - autograder.json: the bundle's settings (the hidden tests' visibility, the time limits' scale,
-  Gradescope's timeout that the grading must end within, and whether it grades without a sandbox
-  where none runs: --unsafe-no-sandbox);
+  Gradescope's timeout that the grading must end within, whether it grades without a sandbox
+  where none runs: --unsafe-no-sandbox, and the list of cases: results.json needs their names,
+  visibility and docs, and run_autograder then imports no torch of its own);
 - salt: this deployment's salt (grader/salt.py), so that Gradescope draws the hidden inputs that
   `grader grade` draws here: the same submission gets the same score in both places;
 - constraints.txt: `==` pins of the versions installed here that decide those inputs and the results
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ..archive import deterministic_zip
 from ..salt import deployment_salt
-from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, TIMEOUTS, VISIBILITIES
+from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, TIMEOUTS, VISIBILITIES, catalogue
 from .release import INSTRUCTOR_ONLY, JUNK
 from .runner import PINNED, pins
 
@@ -161,8 +162,10 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
         raise AutograderError(f"{out} exists" + ("" if out.is_dir() else ": --force replaces it"))
     if not out.parent.is_dir():
         raise AutograderError(f"no folder {out.parent} to write {out.name} in")
+    from ..suites import all_cases
+
     settings = {"hidden_visibility": hidden_visibility, "timeout_scale": timeout_scale, "timeout": timeout,
-                "unsafe_no_sandbox": unsafe_no_sandbox}
+                "unsafe_no_sandbox": unsafe_no_sandbox, "cases": catalogue(all_cases())}
     # Written whole, then renamed into place; mode 0600 (not atomic.write_atomic's 0644): it holds the
     # reference and the salt.
     with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as new:

@@ -32,12 +32,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import write_atomic
 from ..results import safe_text
-from ..spec import COMPONENTS, NOT_RUN, UNSAFE_FLAG, Status
+from ..spec import COMPONENTS, NOT_RUN, UNSAFE_FLAG, Status, Visibility
 from ..submission import MODULES, SubmissionError, unpack
 
 if TYPE_CHECKING:
@@ -62,6 +63,34 @@ STOP_RESERVE = 30.0
 """Seconds before the timeout at which a judge still running is stopped: STOP_GRACE for it to close
 its sandbox, the rest to write results.json."""
 STOP_GRACE = 10.0
+
+
+@dataclass(frozen=True)
+class ListedCase:
+    """What results.json needs of a case, as the bundle lists them (autograder.json's "cases", written by
+    `grader autograder`): run_autograder then imports neither the suites nor torch (the judge does)."""
+
+    component: str
+    name: str
+    points: float
+    visibility: Visibility
+    doc: str
+
+    @property
+    def public(self) -> bool:
+        return self.visibility is Visibility.PUBLIC
+
+
+def catalogue(cases: Iterable["Case"]) -> list[dict]:
+    """The cases as autograder.json lists them."""
+    return [{"component": case.component, "name": case.name, "points": case.points,
+             "visibility": case.visibility.value, "doc": case.doc} for case in cases]
+
+
+def listed(settings: dict) -> list[ListedCase]:
+    """The cases autograder.json lists."""
+    return [ListedCase(**{**case, "visibility": Visibility(case["visibility"])})
+            for case in settings["cases"]]
 
 
 def time_limit(timeout: float) -> float:
@@ -98,11 +127,12 @@ def _summary(tests: list[dict], public: list[dict], hidden_visibility: str) -> s
                       f"{_WHEN[hidden_visibility]}.", "", *_table(public)])
 
 
-def results(card: dict, cases: Iterable["Case"], *, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
-            execution_time: float = 0.0) -> dict:
+def results(card: dict, cases: Iterable["Case | ListedCase"], *,
+            hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY, execution_time: float = 0.0) -> dict:
     """Gradescope's results.json for a scorecard (Scorecard.to_json): one test per case.
 
-    `cases` (suites.all_cases()) say which tests are public and what each checks; a test not among
+    `cases` (suites.all_cases(), or the bundle's list) say which tests are public and what each checks; a
+    test not among
     them counts as hidden. A test's status is "passed" or "failed"; the grader's own status (timed
     out, crashed, ...) opens its output, unless the message says it already.
     """
@@ -181,7 +211,6 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
             directory = unpack(_submission(root / SUBMISSION), unpacked)
         except SubmissionError as error:
             return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
-        from ..suites import all_cases  # now (torch), not after a stop at the timeout
         timeout = settings.get("timeout", DEFAULT_TIMEOUT)  # a bundle from before the setting: the default
         left = time_limit(timeout) - (time.monotonic() - start)
         command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
@@ -190,24 +219,22 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
                    *([UNSAFE_FLAG] if settings.get("unsafe_no_sandbox") else [])]
         code = _run(command, start + timeout - STOP_RESERVE)
         if code is None:
-            card = _stopped(ended, only, timeout)
+            card = _stopped(ended, only, timeout, listed(settings))
         elif code != 0 or not card_file.is_file():
             return not_graded(f"`grader grade` exited with code {code}", unreadable=False,
                               execution_time=time.monotonic() - start)
         else:
             card = json.loads(card_file.read_text())
-    return results(card, all_cases(), hidden_visibility=settings["hidden_visibility"],
+    return results(card, listed(settings), hidden_visibility=settings["hidden_visibility"],
                    execution_time=time.monotonic() - start)
 
 
-def _stopped(ended: Path, only: str | None, timeout: float) -> dict:
+def _stopped(ended: Path, only: str | None, timeout: float, cases: Iterable["Case | ListedCase"]) -> dict:
     """The scorecard of a grading stopped at the timeout: the tests that had ended (`ended`, a JSON
     line each), then the others of the components graded, not run."""
     from ..grading import parse_components
     from ..results import Result
     from ..scoring import scorecard
-    from ..spec import Visibility
-    from ..suites import all_cases
 
     lines = ended.read_text().splitlines() if ended.is_file() else []
     done = {}
@@ -218,7 +245,7 @@ def _stopped(ended: Path, only: str | None, timeout: float) -> dict:
     why = f"the grading was stopped at the timeout of {timeout:g} s before this test"
     return scorecard([done.get((case.component, case.name)) or Result(
         case.name, case.component, 0.0, case.points, Status.TIMED_OUT, f"{NOT_RUN}: {case.doc}: {why}",
-        case.visibility) for case in all_cases(components=parse_components(only))]).to_json()
+        case.visibility) for case in cases if case.component in parse_components(only)]).to_json()
 
 
 def _run(command: list[str], deadline: float) -> int | None:

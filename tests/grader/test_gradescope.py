@@ -27,6 +27,7 @@ from grader.instructor.gradescope import (
     VISIBILITIES,
     _stopped,
     _submission,
+    listed,
     not_graded,
     results,
     write_results,
@@ -86,13 +87,30 @@ def test_the_zip_holds_gradescopes_scripts_at_its_top_and_the_deployments_salt(b
     assert 'torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"' in text["setup.sh"]
     assert "pip " not in text["run_autograder"]  # nothing is installed or downloaded at grading time
     assert text["salt"].strip() == deployment_salt()
-    assert json.loads(text["autograder.json"]) == {"hidden_visibility": "after_published",
-                                                   "timeout_scale": 1.0, "timeout": 600.0,
-                                                   "unsafe_no_sandbox": False}
+    settings = json.loads(text["autograder.json"])
+    assert settings.pop("cases") and settings == {"hidden_visibility": "after_published",
+                                                  "timeout_scale": 1.0, "timeout": 600.0,
+                                                  "unsafe_no_sandbox": False}
     assert {f"solutions/{path.name}" for path in (ROOT / "solutions").glob("*.py")} <= set(entries)
     assert {f"grader/suites/hidden/{name}.py" for name in COMPONENTS} <= set(entries)
     left_out = ("exercises/", "examples/", "tests/", "experiments/", "grader/suites/hidden/salt")
     assert not [name for name in entries if name.startswith(left_out) or "__pycache__" in name]
+
+
+def test_the_bundle_lists_the_cases_so_that_run_autograder_imports_no_torch(bundle: Path, tmp_path: Path):
+    """results.json needs each case's name, visibility and doc: autograder.json lists them, and the step
+    that writes results.json imports neither the suites nor torch (the judge, its child, does)."""
+    settings = tmp_path / "autograder.json"
+    with zipfile.ZipFile(bundle) as archive:
+        settings.write_bytes(archive.read("autograder.json"))
+    fields = ("component", "name", "points", "visibility", "doc", "public")
+    assert [tuple(getattr(case, f) for f in fields) for case in listed(json.loads(settings.read_text()))] == \
+        [tuple(getattr(case, f) for f in fields) for case in all_cases()]
+    code = ("import json, sys; import grader.instructor.gradescope as g; "
+            f"g.results({{'score': 0, 'tests': []}}, g.listed(json.load(open({str(settings)!r})))); "
+            "print(sorted({'torch', 'hypothesis', 'grader.suites'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stderr
 
 
 def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture):
@@ -104,8 +122,8 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path, capsys: py
                         "--timeout-scale", "3", "--timeout", "1200", "--unsafe-no-sandbox"]) == 0
     with zipfile.ZipFile(out) as archive:
         settings = json.loads(archive.read("autograder.json"))
-    assert settings == {"hidden_visibility": "after_due_date", "timeout_scale": 3.0, "timeout": 1200.0,
-                        "unsafe_no_sandbox": True}
+    assert settings.pop("cases") and settings == {"hidden_visibility": "after_due_date", "timeout_scale": 3.0,
+                                                  "timeout": 1200.0, "unsafe_no_sandbox": True}
     assert grader_main(["autograder", "--out", str(out), "--force", "--timeout", "3600"]) == 2
     assert "40 minutes" in capsys.readouterr().err
 
@@ -228,7 +246,7 @@ def test_a_grading_stopped_at_the_timeout_keeps_the_tests_that_had_ended(tmp_pat
     passed = [Result(case.name, case.component, case.points, case.points, Status.PASSED, "", case.visibility)
               for case in cases[:2]]
     ended.write_text("".join(json.dumps(result.to_json()) + "\n" for result in passed))
-    payload = results(_stopped(ended, "quiz", 600), all_cases())
+    payload = results(_stopped(ended, "quiz", 600, all_cases()), all_cases())
     VALIDATOR.validate(payload)
     assert [test["status"] for test in payload["tests"]] == ["passed"] * 2 + ["failed"] * (len(cases) - 2)
     assert all(test["output"].startswith("not run (time limit): ") and "timeout of 600 s" in test["output"]
