@@ -619,8 +619,9 @@ class Template:
         if self.lost:
             return None
         try:
-            return os.waitstatus_to_exitcode(int(self._call({"op": "end", "pid": inner})["status"]))
-        except (WorkerLost, KeyError, ValueError):
+            status = self._call({"op": "end", "pid": inner})["status"]
+            return None if status is None else os.waitstatus_to_exitcode(int(status))
+        except (WorkerLost, KeyError, ValueError, TypeError):
             return None
 
     def close(self) -> None:

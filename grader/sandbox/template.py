@@ -69,14 +69,17 @@ def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.
         os._exit(status)
 
 
-def _end(pid: int) -> int:
-    """Kill what is left of a worker and return its wait status."""
+def _end(pid: int) -> int | None:
+    """Kill what is left of a worker and return its wait status (None if it was reaped already)."""
     if os.getpid() == 1:  # the first process of the namespace: every other one is the worker's
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    status = os.waitpid(pid, 0)[1]
+    try:
+        status: int | None = os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        status = None
     while True:  # reap the rest (orphans of the worker come to the namespace's first process)
         try:
             if os.waitpid(-1, os.WNOHANG if os.getpid() != 1 else 0)[0] == 0:
