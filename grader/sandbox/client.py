@@ -863,7 +863,7 @@ class Worker:
 
     def _signal(self, number: int) -> None:
         try:
-            os.kill(self.pid if self.process is None else _first_child(self.process.pid), number)
+            os.kill(self.pid, number)  # forked: the worker itself; "plain": the interpreter it is
         except ProcessLookupError:
             pass
 
