@@ -1,13 +1,15 @@
 """The judge's side of the sandbox: confine, start, call, time out and replace worker processes.
 
-Each worker is a fresh interpreter (not a fork of the judge, which holds the reference), confined
-as the machine allows (`mode()`, docs/grading.md "Threat model"), with its output going to a capped
-log file rather than to the judge. A crash, exit, hang or oversized reply costs the call that
-caused it (WorkerLost); the next call starts a new worker. When a worker is done with or lost,
-it and every process it started are killed before anything else happens.
+Each worker is a fresh process (never a fork of the judge, which holds the reference): in the confined
+modes a fork of its sandbox's Template (template.py: an interpreter that imported torch and never the
+submission), in "plain" mode an interpreter of its own; confined as the machine allows (`mode()`,
+docs/grading.md "Threat model"), with its output going to a capped log file rather than to the judge.
+A crash, exit, hang or oversized reply costs the call that caused it (WorkerLost); the next call
+starts a new worker. When a worker is done with or lost, it and every process it started are killed
+before anything else happens.
 
-The judge talks to a worker over the worker's stdin and stdout (protocol.channel(): every read and write
-has a deadline); the worker's own output goes to its log. Linux, macOS and Windows all run it
+The judge talks to a worker over two pipes (protocol.channel(): every read and write has a deadline);
+the worker's own output goes to its log. Linux, macOS and Windows all run it
 ("plain" mode off Linux), each with the limits it supports (jail.py).
 
 Time limits count the CPU seconds the worker uses (`Sandbox.cpu_seconds`), not the wall clock: a

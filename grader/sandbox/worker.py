@@ -1,14 +1,15 @@
-"""The untrusted side: a fresh interpreter that imports the submission and runs calls for the judge.
+"""The untrusted side: a fresh process that imports the submission and runs calls for the judge.
 
-Run by jail.py once the process is confined (the judge starts `python -P -s -m grader_sandbox.jail
+Run once the process is confined: by a fork of the sandbox's template (template.py) in the confined
+modes, by jail.py in "plain" mode (the judge starts `python -P -s -m grader_sandbox.jail
 CONFINEMENT_JSON SUBMISSION_DIR [BLOCKED]`, grader_sandbox being the worker's own copy of this
-package; see client.py), in the same process, which hands it the judge's pipes (its stdin and
-stdout). It imports nothing of the reference or the tests (the `solutions` package is blocked
-outright, and so are the submission modules named in BLOCKED, comma-separated), executes each
-request on the student's code and answers with data only (see protocol.py). A request names its
-target as "module.attr" inside the submission, as a method of an object it holds (a handle), or as
-one of a few torch builders the tests use for fixtures (FIXTURES). What docs/spec.md forbids in the
-exercises (FORBIDDEN) is replaced, before the submission is imported, by stand-ins that raise.
+package; see client.py), in the same process, which hands it the judge's pipes. It imports nothing
+of the reference or the tests (the `solutions` package is blocked outright, and so are the
+submission modules named in BLOCKED, comma-separated), executes each request on the student's code
+and answers with data only (see protocol.py). A request names its target as "module.attr" inside the
+submission, as a method of an object it holds (a handle), or as one of a few torch builders the
+tests use for fixtures (FIXTURES). What docs/spec.md forbids in the exercises (FORBIDDEN) is
+replaced, before the submission is imported, by stand-ins that raise.
 """
 import errno
 import inspect
