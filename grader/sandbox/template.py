@@ -50,6 +50,7 @@ def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.
             os.dup2(fd, target)
         os.closerange(5, os.sysconf("SC_OPEN_MAX"))
         os.setsid()  # a process group of its own, as a worker started on its own has
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if c.mode == "setuid":  # a home of its own, made by the judge
             os.chdir(worker.home)
             os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
@@ -90,6 +91,9 @@ def _end(pid: int) -> int | None:
 
 
 def main(argv: list[str]) -> None:
+    # Python turns SIGINT into KeyboardInterrupt; as the namespace's first process the template gets only
+    # the signals it handles from a worker of its uid ("userns"): the judge ends it by its socket, or kills it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

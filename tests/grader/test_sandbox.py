@@ -221,6 +221,19 @@ def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submi
     assert (first[2] != second[2]) == (box.mode in ("root", "setuid"))
 
 
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+def test_the_template_outlives_a_sigint(sandbox):
+    """Python's SIGINT handler would end the template (a "userns" worker, of its uid, may send it one),
+    and the sandbox would have to start another: it ignores SIGINT and forks the next worker."""
+    assert call(sandbox, "attention.fine", 1) == 2
+    template = sandbox.template
+    os.kill(client._first_child(template.process.pid), signal.SIGINT)
+    sandbox.fresh_worker()
+    assert call(sandbox, "attention.fine", 2) == 4
+    assert sandbox.template is template and not template.lost and template.process.poll() is None
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_a_hang_times_out_and_the_next_call_gets_a_new_worker(sandbox):
