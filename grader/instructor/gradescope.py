@@ -131,10 +131,9 @@ def results(card: dict, cases: Iterable["Case | ListedCase"], *,
             hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY, execution_time: float = 0.0) -> dict:
     """Gradescope's results.json for a scorecard (Scorecard.to_json): one test per case.
 
-    `cases` (suites.all_cases(), or the bundle's list) say which tests are public and what each checks; a
-    test not among
-    them counts as hidden. A test's status is "passed" or "failed"; the grader's own status (timed
-    out, crashed, ...) opens its output, unless the message says it already.
+    `cases` (suites.all_cases(), or the bundle's list) say which tests are public and what each checks;
+    a test not among them counts as hidden. A test's status is "passed" or "failed"; the grader's own
+    status (timed out, crashed, ...) opens its output, unless the message says it already.
     """
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility={hidden_visibility!r}: choose from {', '.join(VISIBILITIES)}")

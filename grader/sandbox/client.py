@@ -568,6 +568,7 @@ class Template:
     def __init__(self, area: Path, confinement_mode: str, limits: Limits):
         self.mode, self.lost, self._ready = confinement_mode, False, False
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control.settimeout(BUDGETS.worker_start * BUDGETS.wall_factor)  # torch's import, when busy
         confinement = Confinement(confinement_mode, root=tempfile.mkdtemp(prefix="root-", dir=area),
                                   read_only=[*_visible_paths(), str(area / "code")],
                                   masked=list(_hidden_paths()), submission=str(area / "submission"),
@@ -590,29 +591,34 @@ class Template:
         """Send a request and return the template's reply; WorkerLost (and the template lost) if it
         does not give one in time. Its first message (ready: torch imported) comes before the first reply."""
         try:
-            self.control.settimeout(BUDGETS.worker_start * BUDGETS.wall_factor)
             socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
-            while True:
-                reply = json.loads(self.control.recv(1 << 16) or b"null")
-                if not isinstance(reply, dict):
-                    raise ConnectionError("it hung up")
-                if not reply.pop("ready", False) or self._ready:
-                    return reply
+            if not self._ready:
+                if self._receive() != {"ready": True}:
+                    raise ConnectionError("its first message is not the one it sends when ready")
                 self._ready = True
+            return self._receive()
         except (OSError, ValueError) as error:  # socket.timeout is an OSError
             self.close()
             tail = _tail(self.log_path)
             raise WorkerLost(f"the worker could not start (its template: {error or type(error).__name__})"
                              + (f"; its log ends with:\n{tail}" if tail else "")) from None
 
-    def spawn(self, uid: int, gid: int, home: str, blocked: frozenset[str], fds: tuple[int, int, int]) -> int:
-        """Fork a worker serving on fds (its request pipe, reply pipe and log); its pid on this machine."""
+    def _receive(self) -> dict:
+        reply = json.loads(self.control.recv(1 << 16) or b"null")
+        if not isinstance(reply, dict):
+            raise ConnectionError("it hung up")
+        return reply
+
+    def spawn(self, uid: int, gid: int, home: str, blocked: frozenset[str],
+              fds: tuple[int, int, int]) -> tuple[int, int]:
+        """Fork a worker serving on fds (its request pipe, reply pipe and log); its pid on this machine and
+        in the template's namespace."""
         message = {"op": "spawn", "uid": uid, "gid": gid, "home": home, "blocked": sorted(blocked)}
         inner = int(self._call(message, fds)["pid"])
         template = _first_child(self.process.pid) if self.mode in ("root", "userns") else self.process.pid
         for pid in map(int, Path(f"/proc/{template}/task/{template}/children").read_text().split()):
             if _inner_pid(pid) == inner:
-                return pid
+                return pid, inner
         raise WorkerLost("the worker could not start: its template forked no process")
 
     def end(self, inner: int) -> int | None:
@@ -623,7 +629,7 @@ class Template:
         try:
             status = self._call({"op": "end", "pid": inner})["status"]
             return None if status is None else os.waitstatus_to_exitcode(int(status))
-        except (WorkerLost, KeyError, ValueError, TypeError):
+        except WorkerLost:
             return None
 
     def close(self) -> None:
@@ -663,9 +669,11 @@ class Worker:
         self._cpu_at_ready = 0.0
         self.returncode: int | None = None
         self.uid = _worker_uid() if self.mode in ("root", "setuid") else None
-        home = Path(tempfile.mkdtemp(prefix="home-", dir=area))
-        if self.uid is not None:
-            os.chown(home, self.uid, _worker_gid())
+        home = ""  # "root" and "userns": the template mounts each worker a home of its own
+        if self.mode in ("setuid", "plain"):
+            home = tempfile.mkdtemp(prefix="home-", dir=area)
+            if self.uid is not None:
+                os.chown(home, self.uid, _worker_gid())
         log_fd, self.log_path = _log(area, "worker-")
         # One control group for it and all it starts, where the machine allows (as root)
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
@@ -685,25 +693,24 @@ class Worker:
         finally:
             os.close(log_fd)
 
-    def _start(self, area: Path, home: Path, blocked: frozenset[str], limits: Limits, log_fd: int) -> None:
+    def _start(self, area: Path, home: str, blocked: frozenset[str], limits: Limits, log_fd: int) -> None:
         """A worker of its own ("plain" mode): jail.py confines it, then serves."""
-        confinement = Confinement(self.mode, submission=str(area / "submission"), home=str(home),
+        confinement = Confinement(self.mode, submission=str(area / "submission"), home=home,
                                   limits=limits)
         arguments = [confinement.to_json(), confinement.submission, ",".join(sorted(blocked))]
-        self.process = _launch("jail", arguments, self.mode, None, area, str(home), subprocess.PIPE,
+        self.process = _launch("jail", arguments, self.mode, None, area, home, subprocess.PIPE,
                                subprocess.PIPE, log_fd)
         self.pid = self.process.pid
         self.channel = channel(self.process.stdin, self.process.stdout)
 
-    def _fork(self, template: Template, home: Path, blocked: frozenset[str], log_fd: int) -> None:
+    def _fork(self, template: Template, home: str, blocked: frozenset[str], log_fd: int) -> None:
         """A worker forked by the template: in its control group before it may import the submission."""
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
         self.channel = channel(io.FileIO(requests_write, "wb"), io.FileIO(replies_read, "rb"))
         try:
-            self.pid = template.spawn(self.uid or 0, _worker_gid() if self.uid else 0, str(home), blocked,
-                                      (requests_read, replies_write, log_fd))
-            self.inner_pid = _inner_pid(self.pid)
+            self.pid, self.inner_pid = template.spawn(self.uid or 0, _worker_gid() if self.uid else 0, home,
+                                                      blocked, (requests_read, replies_write, log_fd))
             if self.group:
                 self.group.add(self.pid)
             self.channel.send(GO, time.monotonic() + BUDGETS.worker_start)
@@ -844,7 +851,7 @@ class Worker:
     def _alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
-        return _inner_pid(self.pid) is not None and _uid_of(Path(f"/proc/{self.pid}")) is not None
+        return _uid_of(Path(f"/proc/{self.pid}")) is not None  # None: gone, or a zombie
 
     def close(self) -> None:
         """Kill the worker and every process it started, wait until they are gone, remove its group."""

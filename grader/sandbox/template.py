@@ -36,7 +36,7 @@ _MAX_CONTROL_BYTES = 1 << 16
 
 def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.socket) -> int:
     """Fork a worker that serves the judge on `fds` (requests, replies, log); its pid."""
-    worker = replace(c, uid=request["uid"], gid=request["gid"], home=request.get("home") or c.home)
+    worker = replace(c, uid=request["uid"], gid=request["gid"], home=request["home"])
     if c.mode in ("root", "userns"):
         fresh_home(worker)
     pid = os.fork()
