@@ -10,9 +10,10 @@ functions see plain ints and bools, so stand-ins answer them as the real ones do
 of a stand-in (torch.compile, a submodule, any other name, a symbolic size) imports the real module,
 which then replaces the stand-in.
 
-manual_seed is torch.manual_seed for the judge, which computes on the CPU alone: torch's also queues a
-seeding of each accelerator not yet initialised, with a formatted stack trace (milliseconds a call,
-deep in hypothesis's frames, hundreds of calls a grade).
+manual_seed is torch.manual_seed for the judge and the worker, which compute on the CPU alone: torch's
+also queues a seeding of each accelerator not yet initialised (CUDA, XPU, MTIA), each with a formatted
+stack trace: about a millisecond a call, deeper in hypothesis's frames dearer, hundreds of calls a
+grade on each side (the tests seed the worker before building each student model).
 """
 import functools
 import importlib

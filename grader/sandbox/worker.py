@@ -31,7 +31,7 @@ from .loader import import_module, import_package
 from .protocol import BLOCKED, TIME_LIMIT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
-    "torch.manual_seed": torch.manual_seed,
+    "torch.manual_seed": eager.manual_seed,  # the CPU's generator alone: see eager.py
     "torch.nn.Embedding": torch.nn.Embedding,
     "torch.nn.Linear": torch.nn.Linear,
     "torch.nn.LayerNorm": torch.nn.LayerNorm,
@@ -173,7 +173,7 @@ class Session:
             return {}
         if op == "reset":  # between cases: nothing carries over, and every case starts seeded
             self.objects.clear()
-            torch.manual_seed(0)
+            eager.manual_seed(0)
             return {}
         if op == "refuse":
             self.refuse(request["function"], request["message"])
@@ -246,7 +246,7 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
     guards = forbid()  # noqa: F841 - kept alive: its kernels refuse while it lives
     eager.install()  # the student's optimizers
     torch.set_num_threads(1)
-    torch.manual_seed(0)
+    eager.manual_seed(0)
     sys.dont_write_bytecode = True
     if hasattr(signal, "SIGXCPU"):  # not on Windows: there a worker out of time is killed, unasked
         signal.signal(signal.SIGXCPU, _on_time_limit)
