@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from grader.judge import judge
+from grader.salt import SALT_VARIABLE
 from grader.sandbox.cgroup import Group
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,13 +46,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cpu(command: list[str]) -> float:
+def run_cpu(command: list[str], env: dict[str, str] | None = None) -> float:
     """CPU seconds of a command and of every process it starts: those of a control group of its own
     where one can be made (root), else getrusage's count of the children waited for."""
     group = Group.create(1 << 40, 4096, float(os.cpu_count() or 1))
     cpu = _children_cpu()
     try:
-        subprocess.run([*(group.join_command() if group else []), *command], check=True, capture_output=True)
+        subprocess.run([*(group.join_command() if group else []), *command], check=True, capture_output=True,
+                       env=env)
         used = group.cpu_seconds() if group else None
     finally:
         if group:
@@ -60,9 +62,12 @@ def run_cpu(command: list[str]) -> float:
 
 
 def command_seconds(*args: str) -> tuple[float, float]:
-    """Wall and CPU time of one `grader` command (its workers included), process start-up included."""
+    """Wall and CPU time of one `grader` command (its workers included), process start-up included. A
+    check runs as a student's does, with no GRADER_SALT in its environment (it needs none; with one, the
+    judge would launch its sandbox's template rather than fork it: docs/grading.md, "Worker")."""
+    env = {key: value for key, value in os.environ.items() if args[0] != "check" or key != SALT_VARIABLE}
     start = time.monotonic()
-    cpu = run_cpu([sys.executable, "-m", "grader.cli", *args])
+    cpu = run_cpu([sys.executable, "-m", "grader.cli", *args], env)
     return time.monotonic() - start, cpu
 
 

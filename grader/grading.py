@@ -74,7 +74,8 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
         sandbox = Sandbox(directory, Path(work), options.timeout_scale, hidden=not options.public_only,
                           unsafe_no_sandbox=options.unsafe_no_sandbox)
         try:
-            sandbox.start()  # the worker imports torch while this process does, just below
+            if not options.public_only:  # its template imports torch while this process does, just below
+                sandbox.start()  # (public tests only: the judge's first case forks it, torch imported)
             from .judge import judge
             from .scoring import scorecard
 

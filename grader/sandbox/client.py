@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,10 @@ from typing import Any
 import psutil
 
 from ..results import safe_text
+from ..salt import SALT_VARIABLE
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
-from . import landlock, seccomp
+from . import landlock, seccomp, template
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import GO, TIME_LIMIT, Deadline, ProtocolError, channel
@@ -565,7 +567,9 @@ class Template:
     code. A template that does not answer in time is `lost`: it is killed, and the sandbox starts another.
     """
 
-    def __init__(self, area: Path, confinement_mode: str, limits: Limits):
+    def __init__(self, area: Path, confinement_mode: str, limits: Limits, forked: bool = False):
+        """`forked`: fork it from this process (template.fork, where forks_template says it may) rather
+        than launch an interpreter that imports torch again."""
         self.mode, self.lost, self._ready = confinement_mode, False, False
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control.settimeout(BUDGETS.worker_start * BUDGETS.wall_factor)  # torch's import, when busy
@@ -577,8 +581,14 @@ class Template:
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
             if confinement_mode in ("root", "setuid") else None
         try:
-            self.process = _launch("template", [confinement.to_json()], confinement_mode, self.group, area,
-                                   str(area), theirs.fileno(), log_fd, log_fd)
+            if forked:
+                home = f"{SANDBOX}/home" if confinement_mode in ("root", "userns") else str(area)
+                pid = template.fork(confinement, theirs.fileno(), log_fd, _environment(area, home), str(area),
+                                    self.group)
+                self.process: subprocess.Popen | _Forked = _Forked(pid)
+            else:
+                self.process = _launch("template", [confinement.to_json()], confinement_mode, self.group,
+                                       area, str(area), theirs.fileno(), log_fd, log_fd)
         except OSError:
             if self.group:
                 self.group.remove()
@@ -641,6 +651,39 @@ class Template:
         _kill_launched(self.process, self.mode)
         if self.group:
             self.group.remove()
+
+
+class _Forked:
+    """A child forked by this process, as much of subprocess.Popen as _kill_launched uses."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+def forks_template(hidden: bool) -> bool:
+    """Whether a sandbox may fork its template from this process, sparing it torch's import. A fork
+    carries this process's memory, so only where nothing in it is hidden from the worker: a grading of
+    the public tests only (`grader check`: no reference, hidden test or salt is needed), torch imported
+    already, no module of the reference or the hidden suites loaded, no salt in the environment, and no
+    Python thread but this one (a lock another thread held would stay held in the fork; OpenBLAS, whose
+    threads numpy starts, stops them across a fork, as every template's fork of a worker relies on)."""
+    if hidden or "torch" not in sys.modules or SALT_VARIABLE in os.environ or threading.active_count() > 1:
+        return False
+    roots = tuple(f"{root}{os.sep}" for root in _secret_roots())
+    return not any(str(getattr(module, "__file__", None) or "").startswith(roots)
+                   for module in list(sys.modules.values()))
 
 
 def _inner_pid(pid: int) -> int | None:
@@ -889,7 +932,7 @@ class Sandbox:
                  limits: Limits | None = None, *, hidden: bool = True, unsafe_no_sandbox: bool = False):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
         cpu_seconds = BUDGETS.scaled(timeout_scale).worker_cpu_seconds
-        self.mode = sandbox_mode(hidden, unsafe_no_sandbox)
+        self.mode, self.hidden = sandbox_mode(hidden, unsafe_no_sandbox), hidden
         self.limits = limits or Limits(cpu_seconds=cpu_seconds)
         self.report = describe(self.mode, unsafe_no_sandbox)
         self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
@@ -914,7 +957,7 @@ class Sandbox:
         the judge's own work."""
         if self.mode in FORKED_MODES:
             if self.template is None or self.template.lost:
-                self.template = Template(self.area, self.mode, self.limits)
+                self.template = Template(self.area, self.mode, self.limits, forks_template(self.hidden))
         elif self.worker is None:
             self.worker = Worker(self.area, self.blocked, self.mode, self.limits, self.refused)
 

@@ -52,6 +52,9 @@ SANDBOX = "/sandbox"
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MNT_DETACH = 2
+_MS_PRIVATE = 1 << 18
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = \
+    0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
 _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
 _KEPT = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
 """Flags of a mount that a bind remount keeps: a user namespace may not clear those of the host's."""
@@ -214,6 +217,23 @@ def build_root(c: Confinement) -> None:
     os.makedirs(_inside(c.root, "/proc"))
     # hidepid=2: a worker's uid sees its own processes only, not its template ("root" mode: another uid)
     _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=2")
+
+
+def enter_namespaces(mode: str) -> None:
+    """In this process, what `unshare --mount --propagation private --net --ipc --pid` does before it starts
+    a template ("root"), with `--user --map-root-user` too ("userns"): a template forked rather than
+    launched (template.fork) enters its namespaces so. The next child is the new PID namespace's first
+    process."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID
+    flags |= _CLONE_NEWUSER if mode == "userns" else 0
+    if _libc().unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    if mode == "userns":  # root inside is this uid outside, as --map-root-user maps it
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as map_file:
+                map_file.write(text)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
 
 
 def enter_root(c: Confinement) -> None:

@@ -3,11 +3,13 @@ torch once and forks each worker the judge asks for, so that a worker starts in 
 than in the CPU-second that importing torch takes.
 
 Started as `python -m <package>.template CONFINEMENT_JSON` (see client.py) with a control socket of the
-judge's as its stdin, it builds the new root that every worker of the sandbox shares ("root" and
-"userns": it is then the first process of their PID namespace), imports torch, numpy and the worker's
-code, and says it is ready. It never imports the submission nor runs any of its code: each worker is a
-fork that confines itself (jail.confine: its own uid, limits, seccomp, Landlock) before the judge lets
-it import the submission. The control socket carries JSON and file descriptors only:
+judge's as its stdin (or forked from a judge that has imported torch and holds nothing a worker may not
+see: `fork`, for a public-only grading, client.forks_template), it builds the new root that every worker
+of the sandbox shares ("root" and "userns": it is then the first process of their PID namespace),
+imports torch, numpy and the worker's code, and says it is ready. It never imports the submission nor
+runs any of its code: each worker is a fork that confines itself (jail.confine: its own uid, limits,
+seccomp, Landlock) before the judge lets it import the submission. The control socket carries JSON and
+file descriptors only:
 
 - {"op": "spawn", "uid", "gid", "home", "blocked"} with the worker's request pipe, reply pipe and log:
   fork a worker; the reply is {"pid": its pid in the template's PID namespace};
@@ -18,7 +20,9 @@ it import the submission. The control socket carries JSON and file descriptors o
 Its end of the socket hung up (the judge is gone), the template exits, and the kernel kills what is
 left of its namespace with it.
 """
+import ctypes
 import fcntl
+import gc
 import io
 import json
 import os
@@ -27,8 +31,19 @@ import socket
 import sys
 import traceback
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-from .jail import SANDBOX, Confinement, build_root, confine, enter_root, fresh_home, stay_with_parent
+from .jail import (
+    SANDBOX,
+    Confinement,
+    build_root,
+    confine,
+    enter_namespaces,
+    enter_root,
+    fresh_home,
+    stay_with_parent,
+)
 from .protocol import GO, receive
 
 _MAX_CONTROL_BYTES = 1 << 16
@@ -90,6 +105,66 @@ def _end(pid: int) -> int | None:
     return status
 
 
+def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cwd: str, group: Any) -> int:
+    """Fork a template from this process (the judge), which has imported torch, so that the template need
+    not: what `_launch` and the command it runs (a control group, setpriv, unshare) would do, done in the
+    fork, which then runs `main`. Returns the fork's pid: in "root" and "userns" it is the process that
+    waits for the new PID namespace's first process, the template, as unshare does.
+
+    The fork has this process's memory: the caller makes sure nothing in it is hidden from workers
+    (client.forks_template); the environment goes, in os.environ and in the block the process started
+    with, replaced by `environment`."""
+    from . import worker  # noqa: F401 - loaded here: the grader's files are out of the template's sight
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # or the fork would write what the judge had not yet
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:  # the child: never back into the judge's code
+        os.setsid()
+        if group is not None:
+            group.add(os.getpid())
+        for target, fd in ((0, control), (1, log), (2, log)):
+            os.dup2(fd, target)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        # a fresh interpreter's standard streams (the judge's may be another's, e.g. pytest's capture)
+        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        stay_with_parent(0)
+        for number in signal.valid_signals():  # no handler of the judge's runs here
+            if callable(signal.getsignal(number)):
+                signal.signal(number, signal.SIG_DFL)
+        _forget_environment(environment)
+        os.chdir(cwd)
+        if c.mode in ("root", "userns"):
+            enter_namespaces(c.mode)
+            first = os.fork()
+            if first:  # as unshare --fork --kill-child: end with the namespace's first process
+                os.closerange(0, 3)
+                status = os.waitstatus_to_exitcode(os.waitpid(first, 0)[1]) & 0xFF
+                return
+            stay_with_parent(0)
+        main([c.to_json()])
+        status = 0
+    except BaseException:  # noqa: BLE001 - said in its log, then gone
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def _forget_environment(environment: dict[str, str]) -> None:
+    """Replace the judge's environment with `environment`: os.environ, and the block the process started
+    with (what /proc/self/environ shows), overwritten with zeros."""
+    os.environ.clear()
+    after_name = Path("/proc/self/stat").read_text().rpartition(")")[2].split()  # fields 3, 4, ...
+    start, end = int(after_name[47]), int(after_name[48])  # env_start and env_end: fields 50 and 51
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
+    os.environ.update(environment)
+
+
 def main(argv: list[str]) -> None:
     # Python turns SIGINT into KeyboardInterrupt; as the namespace's first process the template gets only
     # the signals it handles from a worker of its uid ("userns"): the judge ends it by its socket, or kills it
@@ -106,6 +181,10 @@ def main(argv: list[str]) -> None:
     else:  # "setuid": no namespace to die with; die with the judge
         stay_with_parent(control.fileno())
     from . import worker  # noqa: F401 - torch, numpy and the worker's code, once for every worker
+
+    # What the template holds lives as long as its workers: out of their collections' sight, which would
+    # otherwise walk it (and write to, and so copy, its pages) in every worker
+    gc.freeze()
 
     control.send(json.dumps({"ready": True}).encode())
     while True:

@@ -149,29 +149,36 @@ def test_where_no_group_can_be_made_the_worker_runs_without_one(hostile, tmp_pat
 JUDGE = textwrap.dedent("""\
     import sys
     from pathlib import Path
+    import torch  # first: a public-only sandbox then forks its template (as `grader check`'s does)
     from grader.sandbox.client import Sandbox
 
-    box = Sandbox(Path(sys.argv[1]), Path(sys.argv[2]))
+    box = Sandbox(Path(sys.argv[1]), Path(sys.argv[2]), hidden=sys.argv[3] == "launched")
     box.request({"op": "import", "module": "attention"}, 600)  # never returns: the import hangs
     """)
 
 
 @ISOLATED
-def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path):
+@pytest.mark.parametrize("template", ["launched", "forked"])
+def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, template):
     """The judge SIGKILLed while the submission's import hangs, after it started a child and a
-    daemon (the OOM killer or grade-all's backstop would): 5 s later none of its processes is left."""
+    daemon (the OOM killer or grade-all's backstop would): 5 s later none of its processes is left,
+    whether the sandbox's template was launched (a grade) or forked from the judge (`grader check`)."""
     submission = tmp_path / "submission"
     submission.mkdir()
     (submission / "attention.py").write_text(ATTACKS + "escape()\nwhile True:\n    time.sleep(1)\n")
     (tmp_path / "scratch").mkdir()
-    judge = subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(tmp_path / "scratch")],
-                             start_new_session=True)
+    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
+    judge = subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(tmp_path / "scratch"),
+                              template], start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 120
         while len(survivors(MARKER)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(survivors(MARKER)) == 2, "the submission's import started its escapes"
         grading = _descendants(judge.pid)
+        children = Path(f"/proc/{judge.pid}/task/{judge.pid}/children").read_text().split()
+        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in [judge.pid, *children]}
+        assert (len(names) == 1) == (template == "forked"), names  # a fork has the judge's name, unshare not
         os.kill(judge.pid, signal.SIGKILL)
         judge.wait()
         time.sleep(5)

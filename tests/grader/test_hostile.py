@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from textwrap import indent
@@ -23,7 +24,8 @@ from attacks import call, escape_code, state, survivors
 from grader.judge import judge
 from grader.results import Failed, safe_text
 from grader.salt import SALT_FILE
-from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
+from grader.sandbox import client
+from grader.sandbox.client import FORKED_MODES, Sandbox, StudentError, WorkerLost, mode
 from grader.spec import Status
 from grader.student import Student
 from helpers import EXAMPLES, ROOT
@@ -125,8 +127,15 @@ HOSTILE = textwrap.dedent(f"""\
     """)
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path):
+@pytest.fixture(params=["launched", "forked"])
+def sandbox(request, tmp_path: Path, monkeypatch):
+    """A sandbox for HOSTILE, its template launched (a grade's) or forked from this process (as `grader
+    check`'s is): the attacks must gain as little either way, this process's environment and memory
+    notwithstanding (it holds the salt and the hidden tests, which a check's judge never does)."""
+    if request.param == "forked":
+        if mode() not in FORKED_MODES or threading.active_count() > 1:
+            pytest.skip(f"no template is forked here ({mode()!r} mode, {threading.active_count()} threads)")
+        monkeypatch.setattr(client, "forks_template", lambda hidden: True)
     submission = tmp_path / "submission"
     submission.mkdir()
     (submission / "attention.py").write_text(HOSTILE)

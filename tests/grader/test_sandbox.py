@@ -1,6 +1,7 @@
 """The sandbox boundary: data-only messages, and workers that hang, exit, flood or misbehave; what the
 contract forbids is refused, and blocked modules are never imported."""
 import io
+import json
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
+import types
 from pathlib import Path
 
 import numpy as np
@@ -219,6 +221,72 @@ def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submi
     assert first[0] == first[1] and second[0] == second[1] and first[1] != second[1]
     assert first[3] == [] and second[3] == [], "each worker's home starts empty"
     assert (first[2] != second[2]) == (box.mode in ("root", "setuid"))
+
+
+SPY = textwrap.dedent("""\
+    import ctypes, json, os, sys
+    secret = "".join(map(chr, [104, 117, 110, 116, 101, 114, 50])).encode()  # not a constant of this file
+    copies = 0
+    for line in open("/proc/self/maps"):
+        span, permissions = line.split()[:2]
+        start, end = (int(x, 16) for x in span.split("-"))
+        if permissions.startswith("rw") and end - start < 1 << 30:
+            copies += ctypes.string_at(start, end - start).count(secret)
+    stat = open("/proc/self/stat").read().rpartition(")")[2].split()
+    block = ctypes.string_at(int(stat[47]), int(stat[48]) - int(stat[47]))
+    raise RuntimeError("SPY" + json.dumps({"forked": "grader.judge" in sys.modules, "copies": copies,
+                                           "block": block.replace(b"\\0", b"").decode(),
+                                           "environ": sorted(os.environ)}))
+    """)
+
+
+def _spied(folder: Path, salt: str | None) -> dict:
+    """What SPY's worker saw, graded by `grader check` with MY_SECRET=hunter2 (and the salt) in its
+    environment."""
+    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
+    env |= {"MY_SECRET": "hunter2"} | ({"GRADER_SALT": salt} if salt else {})
+    card = folder.parent / f"card-{salt}.json"
+    subprocess.run([sys.executable, "-m", "grader.cli", "check", "--only", "attention", "--json", str(card),
+                    str(folder)], env=env, check=True, capture_output=True, cwd=ROOT)
+    message = json.loads(card.read_text())["tests"][0]["message"]
+    return json.loads(message[message.index("SPY") + 3:message.rindex("}") + 1])
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+def test_a_check_forks_its_template_from_the_judge_and_leaves_it_nothing_of_the_judges_environment(tmp_path):
+    """`grader check` (public tests only: the judge holds no reference, hidden test or salt) forks the
+    template from the judge, sparing it torch's import: the worker then has the judge's modules, but the
+    environment it started with is gone, in os.environ and in memory (no copy of a variable's value more
+    than a launched template's worker finds, which is the probe's own). With a salt in the environment
+    the template is launched, as for a grade."""
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "attention.py").write_text(SPY)
+    forked, launched = _spied(spy, None), _spied(spy, "tests")
+    assert forked["forked"] and not launched["forked"]
+    assert forked["environ"] == launched["environ"] and "MY_SECRET" not in forked["environ"]
+    assert forked["block"] == "" and "hunter2" not in launched["block"]
+    assert forked["copies"] == launched["copies"] <= 2
+
+
+def test_only_a_judge_that_holds_nothing_hidden_forks_a_template(monkeypatch, tmp_path):
+    """A grade, a salt in the environment, or a module of the hidden suites loaded: the template is
+    launched, never forked from this process."""
+    monkeypatch.delenv("GRADER_SALT", raising=False)
+    monkeypatch.setattr(client.threading, "active_count", lambda: 1)
+    roots = tuple(f"{root}{os.sep}" for root in client._secret_roots())
+    for name, module in list(sys.modules.items()):  # what other tests of this process loaded
+        if str(getattr(module, "__file__", None) or "").startswith(roots):
+            monkeypatch.delitem(sys.modules, name)
+    assert client.forks_template(hidden=False) and not client.forks_template(hidden=True)
+    monkeypatch.setenv("GRADER_SALT", "x")
+    assert not client.forks_template(hidden=False)
+    monkeypatch.delenv("GRADER_SALT")
+    loaded = types.ModuleType("loaded")
+    loaded.__file__ = str(ROOT / "grader" / "suites" / "hidden" / "quiz.py")
+    monkeypatch.setitem(sys.modules, "loaded", loaded)
+    assert not client.forks_template(hidden=False)
 
 
 @pytest.mark.sandbox
