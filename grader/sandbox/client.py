@@ -43,7 +43,7 @@ from ..results import safe_text
 from ..salt import SALT_VARIABLE
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
-from . import landlock, seccomp, template
+from . import landlock, seccomp
 from .cgroup import Group
 from .jail import SANDBOX, Confinement, Limits
 from .protocol import GO, TIME_LIMIT, Deadline, ProtocolError, channel
@@ -582,6 +582,7 @@ class Template:
             if confinement_mode in ("root", "setuid") else None
         try:
             if forked:
+                from . import template  # here: it imports fcntl, which Windows lacks (it has no template)
                 home = f"{SANDBOX}/home" if confinement_mode in ("root", "userns") else str(area)
                 pid = template.fork(confinement, theirs.fileno(), log_fd, _environment(area, home), str(area),
                                     self.group)

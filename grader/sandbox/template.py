@@ -30,9 +30,10 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .jail import (
     SANDBOX,
@@ -57,31 +58,43 @@ def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.
     pid = os.fork()
     if pid:
         return pid
-    status = 1
-    try:  # the child: never back into the template's loop
-        control.close()  # a worker must not ask for workers
-        requests_fd, replies_fd, log_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds)  # out of the way
-        for target, fd in ((3, requests_fd), (4, replies_fd), (1, log_fd), (2, log_fd)):
-            os.dup2(fd, target)
-        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
-        os.setsid()  # a process group of its own, as a worker started on its own has
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if c.mode == "setuid":  # a home of its own, made by the judge
-            os.chdir(worker.home)
-            os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
-        requests, replies = io.FileIO(3, "rb"), io.FileIO(4, "wb")
-        not_set = confine(worker, requests.fileno())
-        if receive(requests) != GO:
-            return
-        from .worker import main as serve
+    _exit_after(lambda: _serve(c, worker, request, fds, control))  # never back into the template's loop
 
-        serve(requests, replies, [f"{SANDBOX}/submission" if c.mode != "setuid" else c.submission,
-                                  ",".join(request.get("blocked", []))], c.limits, not_set)
-        status = 0
+
+def _serve(c: Confinement, worker: Confinement, request: dict, fds: list[int], control: socket.socket) -> int:
+    """A forked worker: confine it, then serve the judge once it says GO; the exit status."""
+    control.close()  # a worker must not ask for workers
+    requests_fd, replies_fd, log_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds)  # out of the way
+    for target, fd in ((3, requests_fd), (4, replies_fd), (1, log_fd), (2, log_fd)):
+        os.dup2(fd, target)
+    os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+    os.setsid()  # a process group of its own, as a worker started on its own has
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if c.mode == "setuid":  # a home of its own, made by the judge
+        os.chdir(worker.home)
+        os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
+    requests, replies = io.FileIO(3, "rb"), io.FileIO(4, "wb")
+    not_set = confine(worker, requests.fileno())
+    if receive(requests) != GO:
+        return 1
+    from .worker import main as serve
+
+    serve(requests, replies, [f"{SANDBOX}/submission" if c.mode != "setuid" else c.submission,
+                              ",".join(request.get("blocked", []))], c.limits, not_set)
+    return 0
+
+
+def _exit_after(body: Callable[[], int]) -> NoReturn:
+    """The end of a forked child, which must never return into its parent's code: exit with the status
+    `body` returns, or 1 once what went wrong is in its log."""
+    status = 1
+    try:
+        status = body()
     except BaseException:  # noqa: BLE001 - said in its log, then gone
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
         os._exit(status)
 
 
@@ -120,38 +133,37 @@ def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cw
     pid = os.fork()
     if pid:
         return pid
-    status = 1
-    try:  # the child: never back into the judge's code
-        os.setsid()
-        if group is not None:
-            group.add(os.getpid())
-        for target, fd in ((0, control), (1, log), (2, log)):
-            os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        # a fresh interpreter's standard streams (the judge's may be another's, e.g. pytest's capture)
-        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    _exit_after(lambda: _become_template(c, control, log, environment, cwd, group))  # never back to the judge
+
+
+def _become_template(c: Confinement, control: int, log: int, environment: dict[str, str], cwd: str,
+                     group: Any) -> int:
+    """The fork of `fork`: confined as a launched template is, then `main`; the exit status."""
+    os.setsid()
+    if group is not None:
+        group.add(os.getpid())
+    for target, fd in ((0, control), (1, log), (2, log)):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    # a fresh interpreter's standard streams (the judge's may be another's, e.g. pytest's capture)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False)
+    stay_with_parent(0)
+    for number in signal.valid_signals():  # no handler of the judge's runs here
+        if callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
+    _forget_environment(environment)
+    os.chdir(cwd)
+    if c.mode in ("root", "userns"):
+        enter_namespaces(c.mode)
+        first = os.fork()
+        if first:  # as unshare --fork --kill-child: end with the namespace's first process
+            os.closerange(0, 3)
+            return os.waitstatus_to_exitcode(os.waitpid(first, 0)[1]) & 0xFF
         stay_with_parent(0)
-        for number in signal.valid_signals():  # no handler of the judge's runs here
-            if callable(signal.getsignal(number)):
-                signal.signal(number, signal.SIG_DFL)
-        _forget_environment(environment)
-        os.chdir(cwd)
-        if c.mode in ("root", "userns"):
-            enter_namespaces(c.mode)
-            first = os.fork()
-            if first:  # as unshare --fork --kill-child: end with the namespace's first process
-                os.closerange(0, 3)
-                status = os.waitstatus_to_exitcode(os.waitpid(first, 0)[1]) & 0xFF
-                return
-            stay_with_parent(0)
-        main([c.to_json()])
-        status = 0
-    except BaseException:  # noqa: BLE001 - said in its log, then gone
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(status)
+    main([c.to_json()])
+    return 0
 
 
 def _forget_environment(environment: dict[str, str]) -> None:
