@@ -42,6 +42,23 @@ def checked_in(dtype: torch.dtype, wanted: torch.dtype, dependency: str) -> str:
     return "" if dtype == wanted else f", checked in {dtype}: your {dependency} cannot run in {wanted}"
 
 
+def in_runnable_dtype(check: Callable[[torch.dtype], object], run: Callable[[torch.dtype], object],
+                      dtype: torch.dtype) -> None:
+    """check(runnable_dtype(run, dtype)), probing only where check(dtype) fails: nearly every submission's
+    dependency runs in the dtype a test wants, and the probe (a throwaway model or block, run once) is
+    then spared. Where check(dtype) fails and the dependency cannot run in `dtype` but can in FALLBACK,
+    check(FALLBACK) decides, as it would have; otherwise check(dtype)'s failure stands, as it would have.
+    (A check that passes in `dtype` where the probe would have chosen FALLBACK passes: the dependency then
+    returns another dtype and the check holds anyway.)"""
+    try:
+        check(dtype)
+    except (StudentError, Failed):
+        fallback = runnable_dtype(run, dtype)
+        if fallback == dtype:
+            raise
+        check(fallback)
+
+
 def runnable_dtype(run: Callable[[torch.dtype], object], dtype: torch.dtype) -> torch.dtype:
     """`dtype`, unless the student's dependency (run(dtype) runs it on `dtype` inputs) cannot run in it
     and can in FALLBACK: then FALLBACK. A dependency that runs in neither leaves `dtype`: the test then

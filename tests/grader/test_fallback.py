@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch import nn
 
+from grader.results import Failed
 from grader.sandbox.client import StudentError
-from grader.suites.fallback import runnable_dtype
+from grader.suites.fallback import in_runnable_dtype, runnable_dtype
 from grader.suites.through import through
 
 
@@ -33,6 +34,35 @@ def _raises_always(dtype: torch.dtype) -> torch.Tensor:
 def test_a_test_falls_back_to_float32_only_where_the_dependency_runs_there(run, expected):
     assert runnable_dtype(run, torch.float64) == expected
     assert runnable_dtype(run, torch.float32) == torch.float32
+
+
+@pytest.mark.parametrize(("run", "passes_in", "outcome", "probed"), [
+    (_raises_in_float64, {torch.float64, torch.float32}, [torch.float64], False),  # passes: no probe
+    (_raises_in_float64, {torch.float32}, [torch.float64, torch.float32], True),  # checked in float32
+    (_softmax_in_float32, set(), [torch.float64, torch.float32, Failed], True),  # float32's failure stands
+    (_raises_always, {torch.float32}, [torch.float64, Failed], True),  # float64's failure stands
+    (lambda dtype: torch.ones(2, dtype=dtype), set(), [torch.float64, Failed], True),
+])
+def test_the_dependency_is_probed_only_where_the_check_fails_and_the_verdict_is_runnable_dtypes(
+        run, passes_in, outcome, probed):
+    """in_runnable_dtype gives check(runnable_dtype(run, float64))'s verdict, probing only after a failure."""
+    calls, ran = [], []
+
+    def check(dtype: torch.dtype) -> None:
+        calls.append(dtype)
+        if dtype not in passes_in:
+            raise Failed(f"fails in {dtype}")
+
+    def probe(dtype: torch.dtype) -> torch.Tensor:
+        ran.append(dtype)
+        return run(dtype)
+
+    try:
+        in_runnable_dtype(check, probe, torch.float64)
+    except Failed as failure:
+        assert str(failure) == f"fails in {calls[-1]}"
+        calls.append(Failed)
+    assert calls == outcome and bool(ran) == probed
 
 
 class _Local:

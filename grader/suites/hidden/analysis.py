@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from ...spec import TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect_close, expect_tensor
+from ..fallback import in_runnable_dtype
 from ..public.analysis import (
     LM,
     expect_no_graph,
     lm_configs,
-    model_dtype,
+    model_probe,
     own_weights,
     past_positional,
     periods,
@@ -142,24 +143,26 @@ def attention_maps_matches_model(student, config, seed):
     mode, without grad"""
     model_config, B, T = config["model"], config["B"], config["T"]
     idx = tokens(seed, model_config["vocab_size"], B, T)
-    dtype = model_dtype(student, model_config, idx)
-    student.call("torch.manual_seed", seed)
-    model = perturb_own(student.call(LM, **model_config).to(dtype), seed).train()
-    shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
-    maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
-                         "attention_maps(model, idx)")
-    expect_no_graph(student, model.train(), idx, maps)
-    expected = own_weights(model, idx, shape)
-    tol = TOLERANCES[dtype]._asdict()
-    if torch.allclose(maps.double(), expected.double(), **tol):
-        return
-    setting = ", ".join(f"{k}={v!r}" for k, v in model_config.items())
-    in_eval = student.call("analysis.attention_maps", model.eval(), idx)
-    if (isinstance(in_eval, torch.Tensor) and in_eval.shape == expected.shape
-            and torch.allclose(in_eval.double(), expected.double(), **tol)):
-        raise Failed("attention_maps differs from your model's own weights when the model is in train mode, "
-                     "and matches them in eval mode: dropout is on; call model.eval() (and torch.no_grad()) "
-                     f"inside attention_maps [TinyTransformerLM({setting})]")
-    expect_close(maps, expected, "attention_maps(model, idx)", **tol,
-                 hint="stack the per-layer weights of model(idx, return_weights=True) in eval mode along a "
-                      f"new first axis [TinyTransformerLM({setting})]")
+
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        model = perturb_own(student.call(LM, **model_config).to(dtype), seed).train()
+        shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
+        maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
+                             "attention_maps(model, idx)")
+        expect_no_graph(student, model.train(), idx, maps)
+        expected = own_weights(model, idx, shape)
+        tol = TOLERANCES[dtype]._asdict()
+        if torch.allclose(maps.double(), expected.double(), **tol):
+            return
+        setting = ", ".join(f"{k}={v!r}" for k, v in model_config.items())
+        in_eval = student.call("analysis.attention_maps", model.eval(), idx)
+        if (isinstance(in_eval, torch.Tensor) and in_eval.shape == expected.shape
+                and torch.allclose(in_eval.double(), expected.double(), **tol)):
+            raise Failed("attention_maps differs from your model's own weights when the model is in train "
+                         "mode, and matches them in eval mode: dropout is on; call model.eval() (and "
+                         f"torch.no_grad()) inside attention_maps [TinyTransformerLM({setting})]")
+        expect_close(maps, expected, "attention_maps(model, idx)", **tol,
+                     hint="stack the per-layer weights of model(idx, return_weights=True) in eval mode along "
+                          f"a new first axis [TinyTransformerLM({setting})]")
+    in_runnable_dtype(check, model_probe(student, model_config, idx), torch.float64)

@@ -9,7 +9,7 @@ from ...spec import EXACT, TOLERANCES, Visibility
 from ...student import Remote
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_dropout, expect_grad_close, expect_tensor
-from ..fallback import checked_in
+from ..fallback import checked_in, in_runnable_dtype
 from ..public.block import (
     BLOCK,
     FORMULA,
@@ -24,7 +24,7 @@ from ..public.block import (
     norms,
     own_formula,
     perturb_own,
-    sublayers_dtype,
+    sublayers_probe,
 )
 from ..strategies import causal, dtypes, randn, seeds
 from ..twins import reference_module, student_twin
@@ -90,29 +90,35 @@ def _block_variants(parts: Sublayers, x: torch.Tensor, norm: str) -> dict[str, t
 
 
 def _expect_formula(student, norm, config, d_ff, activation, dtype, seed, masked, biased) -> None:
-    dtype, wanted = sublayers_dtype(student, config, d_ff, dtype), dtype
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"],
-                         activation=activation)
-    block = perturb_own(block.to(dtype), seed).eval()
-    x, mask, bias = block_inputs(config, seed, dtype, masked, biased)
-    y, weights = block(x, mask=mask, bias=bias, return_weights=True)
-    parts = Sublayers(block, mask, bias)
-    expected_y, expected_weights = own_formula(parts, x, norm)
-    tol = TOLERANCES[dtype]._asdict()
-    what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
 
-    def diagnoses() -> dict[str, torch.Tensor]:
-        # only the mistakes that change y well beyond the tolerance, so that a name is never a guess
-        variants = _block_variants(parts, x, norm)
-        return {sentence: variant for sentence, variant in variants.items()
-                if not torch.allclose(variant, expected_y, atol=100 * tol["atol"], rtol=100 * tol["rtol"])}
+    wanted = dtype
 
-    expect_close(y, expected_y, f"y ({what})", **tol, diagnoses=diagnoses,
-                 hint=f"check {FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
-    expect_close(weights, expected_weights, f"weights ({what})", **tol,
-                 hint=f"return the weights of self.attn, called on {'norm1(x)' if norm == 'pre' else 'x'} "
-                      f"with the block's mask and bias: {FORMULA[norm]}")
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
+                             rope=config["rope"], activation=activation)
+        block = perturb_own(block.to(dtype), seed).eval()
+        x, mask, bias = block_inputs(config, seed, dtype, masked, biased)
+        y, weights = block(x, mask=mask, bias=bias, return_weights=True)
+        parts = Sublayers(block, mask, bias)
+        expected_y, expected_weights = own_formula(parts, x, norm)
+        tol = TOLERANCES[dtype]._asdict()
+        what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
+
+        def diagnoses() -> dict[str, torch.Tensor]:
+            # only the mistakes that change y well beyond the tolerance, so that a name is never a guess
+            variants = _block_variants(parts, x, norm)
+            return {sentence: variant for sentence, variant in variants.items()
+                    if not torch.allclose(variant, expected_y, atol=100 * tol["atol"],
+                                          rtol=100 * tol["rtol"])}
+
+        expect_close(y, expected_y, f"y ({what})", **tol, diagnoses=diagnoses,
+                     hint=f"check {FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
+        expect_close(weights, expected_weights, f"weights ({what})", **tol,
+                     hint="return the weights of self.attn, called on "
+                          f"{'norm1(x)' if norm == 'pre' else 'x'} with the block's mask and bias: "
+                          f"{FORMULA[norm]}")
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), dtype)
 
 
 def _config(d_model, n_heads, rope, B=2, T=5):
@@ -245,23 +251,26 @@ def expect_gradients_match(module: Remote, args: list, kwargs: dict, grad_out: t
 def block_gradients(student, config, d_ff, norm, seed, biased):
     """TransformerBlock's gradients w.r.t. x and every parameter follow its own forward (float64; float32
     through your own attn and ffn's backward where they cannot run in float64)"""
-    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
-    block = perturb_own(block.to(dtype), seed).eval()
-    x, mask, bias = block_inputs(config, seed, dtype, masked=True, biased=biased)
-    grad_out = randn(seed + 2, *x.shape, dtype=dtype)
-    what = f"TransformerBlock(norm={norm!r})"
-    hint = "a .detach(), .item(), .data, numpy or torch.no_grad() on the way cuts the graph"
-    if dtype == torch.float64:
-        expect_gradients_follow_forward(block, [x], {"mask": mask, "bias": bias}, grad_out, seed, what, hint)
-        return
-    # your attn or ffn cannot run in float64: (B1)/(B2) backpropagated through your own sublayers
-    parts = DifferentiableSublayers(block, mask, bias)
-    x_leaf = x.clone().requires_grad_(True)
-    own_formula(parts, x_leaf, norm)[0].backward(grad_out)
-    expect_gradients_match(block, [x], {"mask": mask, "bias": bias}, grad_out, x_leaf.grad, parts.grads(),
-                           what + checked_in(dtype, torch.float64, SUBLAYERS), hint)
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
+                             rope=config["rope"])
+        block = perturb_own(block.to(dtype), seed).eval()
+        x, mask, bias = block_inputs(config, seed, dtype, masked=True, biased=biased)
+        grad_out = randn(seed + 2, *x.shape, dtype=dtype)
+        what = f"TransformerBlock(norm={norm!r})"
+        hint = "a .detach(), .item(), .data, numpy or torch.no_grad() on the way cuts the graph"
+        if dtype == torch.float64:
+            expect_gradients_follow_forward(block, [x], {"mask": mask, "bias": bias}, grad_out, seed, what,
+                                            hint)
+            return
+        # your attn or ffn cannot run in float64: (B1)/(B2) backpropagated through your own sublayers
+        parts = DifferentiableSublayers(block, mask, bias)
+        x_leaf = x.clone().requires_grad_(True)
+        own_formula(parts, x_leaf, norm)[0].backward(grad_out)
+        expect_gradients_match(block, [x], {"mask": mask, "bias": bias}, grad_out, x_leaf.grad, parts.grads(),
+                               what + checked_in(dtype, torch.float64, SUBLAYERS), hint)
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), torch.float64)
 
 
 # ------------------------------------------------------------------ dropout and the sublayers' arguments
@@ -272,19 +281,21 @@ def block_dropout_eval(student, config, d_ff, norm, seed, p):
     """
     kwargs = {"d_model": config["d_model"], "n_heads": config["n_heads"], "d_ff": d_ff, "norm": norm,
               "rope": config["rope"]}
-    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
-    reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
-    block, block_without = [student_twin(student, BLOCK, reference, dtype, dropout=dropout, **kwargs)
-                            for dropout in (p, 0.0)]
-    x, mask, _ = block_inputs(config, seed, dtype, masked=True, biased=False)
-    y, weights = block(x, mask=mask, return_weights=True)
-    expected_y, expected_weights = block_without(x, mask=mask, return_weights=True)
-    expect_tensor(expected_y, x.shape, "y with dropout=0")
-    hint = f"dropout must be off in eval mode (use nn.Dropout): {FORMULA[norm]}"
-    mine = "(compared with your dropout=0 block)"
-    expect_close(y, expected_y, f"y in eval mode with dropout={p} {mine}", **EXACT._asdict(), hint=hint)
-    expect_close(weights, expected_weights, f"weights in eval mode with dropout={p} {mine}",
-                 **EXACT._asdict(), hint=hint)
+
+    def check(dtype: torch.dtype) -> None:
+        reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
+        block, block_without = [student_twin(student, BLOCK, reference, dtype, dropout=dropout, **kwargs)
+                                for dropout in (p, 0.0)]
+        x, mask, _ = block_inputs(config, seed, dtype, masked=True, biased=False)
+        y, weights = block(x, mask=mask, return_weights=True)
+        expected_y, expected_weights = block_without(x, mask=mask, return_weights=True)
+        expect_tensor(expected_y, x.shape, "y with dropout=0")
+        hint = f"dropout must be off in eval mode (use nn.Dropout): {FORMULA[norm]}"
+        mine = "(compared with your dropout=0 block)"
+        expect_close(y, expected_y, f"y in eval mode with dropout={p} {mine}", **EXACT._asdict(), hint=hint)
+        expect_close(weights, expected_weights, f"weights in eval mode with dropout={p} {mine}",
+                     **EXACT._asdict(), hint=hint)
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), torch.float64)
 
 
 _DROP_SHAPE = (4, 16, 32)  # B, T, d_model: 2048 entries per sublayer, the rate known to +-0.011 (1 sd)
@@ -297,26 +308,28 @@ def block_dropout_train(student, p, seed):
     1/(1-p)"""
     B, T, d = _DROP_SHAPE
     kwargs = {"d_model": d, "n_heads": 4, "d_ff": d, "dropout": p}
-    dtype = sublayers_dtype(student, kwargs, d, torch.float64)
-    x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
-    atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol  # (x + c) - x: c up to rounding
-    # One sublayer returns a constant (its out_proj / fc2 bias, whatever its inner dropout does), the
-    # other 0: y - x is then that constant after the residual dropout alone.
-    for name, (a, f) in (("attention", (1.0, 0.0)), ("feed-forward", (0.0, 3.7))):
-        reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
-        with torch.no_grad():
-            for layer, value in ((reference.attn.out_proj, a), (reference.ffn.fc2, f)):
-                layer.weight.zero_()
-                layer.bias.fill_(value)
-        block = student_twin(student, BLOCK, reference, dtype, **kwargs)
-        kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
-        expect(bool(torch.allclose(kept, torch.full_like(x, a + f), atol=atol)),
-               f"with the {name} sublayer set to return a constant and the other 0 (out_proj and fc2 weights "
-               f"0, dropout={p}), a pre-norm block in eval mode must give y = x + that constant, and yours "
-               f"does not: check {FORMULA['pre']}, that dropout is off in eval mode, and that attn and ffn "
-               "end with out_proj and fc2")
-        block.train()
-        student.call("torch.manual_seed", seed)
-        dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
-        expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)",
-                       f"one residual dropout of rate p on each sublayer's output, {FORMULA['pre']}")
+
+    def check(dtype: torch.dtype) -> None:
+        x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
+        atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol  # (x + c) - x: c up to rounding
+        # One sublayer returns a constant (its out_proj / fc2 bias, whatever its inner dropout does), the
+        # other 0: y - x is then that constant after the residual dropout alone.
+        for name, (a, f) in (("attention", (1.0, 0.0)), ("feed-forward", (0.0, 3.7))):
+            reference = reference_module(ref.block.TransformerBlock, seed, dtype, **kwargs)
+            with torch.no_grad():
+                for layer, value in ((reference.attn.out_proj, a), (reference.ffn.fc2, f)):
+                    layer.weight.zero_()
+                    layer.bias.fill_(value)
+            block = student_twin(student, BLOCK, reference, dtype, **kwargs)
+            kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
+            expect(bool(torch.allclose(kept, torch.full_like(x, a + f), atol=atol)),
+                   f"with the {name} sublayer set to return a constant and the other 0 (out_proj and fc2 "
+                   f"weights 0, dropout={p}), a pre-norm block in eval mode must give y = x + that constant, "
+                   f"and yours does not: check {FORMULA['pre']}, that dropout is off in eval mode, and that "
+                   "attn and ffn end with out_proj and fc2")
+            block.train()
+            student.call("torch.manual_seed", seed)
+            dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
+            expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)",
+                           f"one residual dropout of rate p on each sublayer's output, {FORMULA['pre']}")
+    in_runnable_dtype(check, sublayers_probe(student, kwargs, d), torch.float64)

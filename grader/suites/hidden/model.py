@@ -13,14 +13,14 @@ from ...spec import NORMS, Visibility
 from ...student import Remote, Student
 from .. import Suite
 from ..checks import Failed, expect
-from ..fallback import checked_in
+from ..fallback import checked_in, in_runnable_dtype
 from ..public.block import perturb_own
 from ..public.model import (
     HELD_OUT_BATCHES,
     DifferentiableParts,
     OwnParts,
     Run,
-    blocks_dtype,
+    blocks_probe,
     build,
     changed,
     describe,
@@ -139,8 +139,10 @@ def _expect_matches(student: Student, draw: dict, pos_encodings: tuple[str, ...]
         for pos_encoding in pos_encodings:
             config = changed(draw["model"], pos_encoding=pos_encoding, norm=norm)
             idx = tokens(seed, config["vocab_size"], B, T)
-            in_dtype = blocks_dtype(student, config, dtype)
-            _expect_own_m1(student, _own_model(student, config, seed, in_dtype), config, idx, in_dtype)
+
+            def check(in_dtype: torch.dtype, config: dict = config, idx: torch.Tensor = idx) -> None:
+                _expect_own_m1(student, _own_model(student, config, seed, in_dtype), config, idx, in_dtype)
+            in_runnable_dtype(check, blocks_probe(student, config), dtype)
 
 
 @suite.case(1, timeout=20, max_examples=4)
@@ -170,10 +172,12 @@ def dropout(student, draw, seed):
     idx = tokens(seed, config["vocab_size"], B, T)
     for pos_encoding in dict.fromkeys(("sinusoidal", "learned", config["pos_encoding"])):
         other = changed(config, pos_encoding=pos_encoding, dropout=1.0)
-        dtype = blocks_dtype(student, other, torch.float64)
-        model = _own_model(student, other, seed, dtype)
-        for training in (False, True):
-            _expect_own_m1(student, model, other, idx, dtype, training)
+
+        def check(dtype: torch.dtype, other: dict = other) -> None:
+            model = _own_model(student, other, seed, dtype)
+            for training in (False, True):
+                _expect_own_m1(student, model, other, idx, dtype, training)
+        in_runnable_dtype(check, blocks_probe(student, other), torch.float64)
 
 
 @suite.case(1, max_examples=6)
@@ -183,20 +187,22 @@ def gradients(student, draw, seed):
     """the gradients of the logits w.r.t. every parameter follow the model's own forward (float64; float32
     through your own blocks' backward where they cannot run in float64)"""
     config, B, T = draw["model"], draw["B"], draw["T"]
-    dtype = blocks_dtype(student, config, torch.float64)
-    model = _own_model(student, config, seed, dtype)
-    idx = tokens(seed, config["vocab_size"], B, T)
-    grad_out = randn(seed + 1, B, T, config["vocab_size"], dtype=dtype)
-    hint = ("part of the forward is cut from the graph (.detach(), .data, torch.no_grad(), a tensor rebuilt "
-            "from numbers)")
-    if dtype == torch.float64:
-        expect_gradients_follow_forward(model, [idx], {}, grad_out, seed, describe(config), hint)
-        return
-    # your blocks cannot run in float64: (M1) backpropagated through your own blocks
-    parts = DifferentiableParts(student, model, config, dtype)
-    parts(idx)[0].backward(grad_out)
-    expect_gradients_match(model, [idx], {}, grad_out, None, parts.grads(),
-                           describe(config) + checked_in(dtype, torch.float64, "TransformerBlock"), hint)
+
+    def check(dtype: torch.dtype) -> None:
+        model = _own_model(student, config, seed, dtype)
+        idx = tokens(seed, config["vocab_size"], B, T)
+        grad_out = randn(seed + 1, B, T, config["vocab_size"], dtype=dtype)
+        hint = ("part of the forward is cut from the graph (.detach(), .data, torch.no_grad(), a tensor "
+                "rebuilt from numbers)")
+        if dtype == torch.float64:
+            expect_gradients_follow_forward(model, [idx], {}, grad_out, seed, describe(config), hint)
+            return
+        # your blocks cannot run in float64: (M1) backpropagated through your own blocks
+        parts = DifferentiableParts(student, model, config, dtype)
+        parts(idx)[0].backward(grad_out)
+        expect_gradients_match(model, [idx], {}, grad_out, None, parts.grads(),
+                               describe(config) + checked_in(dtype, torch.float64, "TransformerBlock"), hint)
+    in_runnable_dtype(check, blocks_probe(student, config), torch.float64)
 
 
 # ------------------------------------------------------------------ training, scored in the reference

@@ -15,7 +15,7 @@ from ...sandbox.client import StudentError
 from ...spec import NORMS, POS_ENCODINGS, TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_tensor
-from ..fallback import runnable_dtype
+from ..fallback import in_runnable_dtype
 from ..strategies import batch_dims, dtypes, random_mask, seeds
 
 suite = Suite("analysis", Visibility.PUBLIC)
@@ -69,12 +69,12 @@ def tokens(seed: int, vocab_size: int, B: int, T: int) -> torch.Tensor:
     return torch.randint(vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
-def model_dtype(student: object, model_config: dict, idx: torch.Tensor) -> torch.dtype:
-    """The dtype to check attention_maps in: float64, or float32 where the student's own TinyTransformerLM
-    cannot run in float64 (fallback.runnable_dtype)."""
+def model_probe(student: object, model_config: dict, idx: torch.Tensor) -> Callable[[torch.dtype], object]:
+    """What decides the dtype attention_maps is checked in (fallback.in_runnable_dtype): the student's own
+    TinyTransformerLM run on idx in a dtype."""
     def run(wanted: torch.dtype) -> object:
         return student.call(LM, **model_config).to(wanted).eval()(idx, return_weights=True)
-    return runnable_dtype(run, torch.float64)
+    return run
 
 
 def own_weights(model, idx: torch.Tensor, shape: tuple) -> torch.Tensor:
@@ -206,22 +206,24 @@ def attention_maps_contract(student, config, seed):
     mode, without grad"""
     model_config, B, T = config["model"], config["B"], config["T"]
     idx = tokens(seed, model_config["vocab_size"], B, T)
-    dtype = model_dtype(student, model_config, idx)
-    student.call("torch.manual_seed", seed)
-    model = student.call(LM, **model_config).to(dtype).train()
-    shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
-    maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
-                         "attention_maps(model, idx)")
-    model.train()
-    again = student.call("analysis.attention_maps", model, idx)
-    expect(isinstance(again, torch.Tensor) and torch.equal(maps, again),
-           "two calls of attention_maps on the same model (left in train mode, dropout=0.5) and tokens "
-           "differ: run the model in eval mode inside attention_maps (model.eval() and torch.no_grad()), so "
-           "dropout is off")
-    # the same model run twice, once maybe under no_grad: only summation order may differ (in float64,
-    # far below 1e-9)
-    tol = {"atol": 1e-9, "rtol": 1e-7} if dtype == torch.float64 else TOLERANCES[dtype]._asdict()
-    expect_close(maps, own_weights(model, idx, shape), "attention_maps(model, idx)", **tol,
-                 hint="it should stack the weights of model(idx, return_weights=True) in eval mode along a "
-                      "new first axis (n_layers, B, n_heads, T, T)")
-    expect_no_graph(student, model, idx, maps)
+
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        model = student.call(LM, **model_config).to(dtype).train()
+        shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
+        maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
+                             "attention_maps(model, idx)")
+        model.train()
+        again = student.call("analysis.attention_maps", model, idx)
+        expect(isinstance(again, torch.Tensor) and torch.equal(maps, again),
+               "two calls of attention_maps on the same model (left in train mode, dropout=0.5) and tokens "
+               "differ: run the model in eval mode inside attention_maps (model.eval() and torch.no_grad()), "
+               "so dropout is off")
+        # the same model run twice, once maybe under no_grad: only summation order may differ (in float64,
+        # far below 1e-9)
+        tol = {"atol": 1e-9, "rtol": 1e-7} if dtype == torch.float64 else TOLERANCES[dtype]._asdict()
+        expect_close(maps, own_weights(model, idx, shape), "attention_maps(model, idx)", **tol,
+                     hint="it should stack the weights of model(idx, return_weights=True) in eval mode along "
+                          "a new first axis (n_layers, B, n_heads, T, T)")
+        expect_no_graph(student, model, idx, maps)
+    in_runnable_dtype(check, model_probe(student, model_config, idx), torch.float64)

@@ -7,6 +7,8 @@ attn and ffn (called in the worker on the exact tensors the formula gives them) 
 own LayerNorm parameters, so a mistake inside MultiHeadAttention or FeedForward costs their
 components, not this one. Also the helpers the model suite and the hidden suite build on.
 """
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from hypothesis import example, given
@@ -27,7 +29,7 @@ from ..checks import (
     expect_tensor,
     expect_value_error,
 )
-from ..fallback import checked_in, runnable_dtype
+from ..fallback import checked_in, in_runnable_dtype
 from ..strategies import causal, dtypes, mha_configs, randn, seeds
 from ..through import through
 from ..twins import perturb
@@ -120,10 +122,10 @@ class DifferentiableSublayers(Sublayers):
                       for name, g in grads.items()}
 
 
-def sublayers_dtype(student: Student, config: dict, d_ff: int, dtype: torch.dtype) -> torch.dtype:
-    """The dtype to check a block of this config in: `dtype`, or float32 where the attn or ffn of the
-    student's own TransformerBlock cannot run in `dtype` (fallback.runnable_dtype). Called before the
-    case seeds the worker: the block built here draws its own init."""
+def sublayers_probe(student: Student, config: dict, d_ff: int) -> Callable[[torch.dtype], tuple]:
+    """What decides the dtype a block of this config is checked in (fallback.in_runnable_dtype): the attn
+    and ffn of the student's own TransformerBlock, run on inputs of a dtype. The block it builds draws its
+    own init: the check seeds the worker again before it builds its own."""
     d_model, n_heads = config["d_model"], config["n_heads"]
 
     def run(wanted: torch.dtype) -> tuple:
@@ -132,7 +134,7 @@ def sublayers_dtype(student: Student, config: dict, d_ff: int, dtype: torch.dtyp
         x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
                                      masked=True, biased=True)
         return attn(x, mask=mask, bias=bias, return_weights=True), ffn(x)
-    return runnable_dtype(run, dtype)
+    return run
 
 
 def alibi_like(n_heads: int, T: int, dtype: torch.dtype) -> torch.Tensor:
@@ -175,21 +177,23 @@ def block_contract(student, config, d_ff, norm, dtype, seed):
     """TransformerBlock returns y (B, T, d_model) in x's dtype, or (y, weights (B, H, T, T)) with
     return_weights"""
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
-    dtype = sublayers_dtype(student, config, d_ff, dtype)
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"]).to(dtype).eval()
-    x = randn(seed, B, T, d_model, dtype=dtype)
-    mask = causal(T)
-    y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
-    expect(y.dtype == dtype, f"x is {dtype} but forward(x) is {y.dtype}: compute in the input's dtype")
-    out = block(x, mask=mask, return_weights=True)
-    expect(isinstance(out, tuple) and len(out) == 2,
-           f"forward(x, return_weights=True) should return a pair (y, weights), got {type(out).__name__}")
-    y2, weights = out
-    expect_tensor(y2, (B, T, d_model), "y from forward(x, return_weights=True)")
-    expect_tensor(weights, (B, n_heads, T, T), "weights from forward(x, return_weights=True)")
-    expect(bool(torch.allclose(y, y2)), "forward(x) and forward(x, return_weights=True)[0] differ: "
-                                        "return_weights must only add the attention weights")
+
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"]).to(dtype).eval()
+        x = randn(seed, B, T, d_model, dtype=dtype)
+        mask = causal(T)
+        y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
+        expect(y.dtype == dtype, f"x is {dtype} but forward(x) is {y.dtype}: compute in the input's dtype")
+        out = block(x, mask=mask, return_weights=True)
+        expect(isinstance(out, tuple) and len(out) == 2,
+               f"forward(x, return_weights=True) should return a pair (y, weights), got {type(out).__name__}")
+        y2, weights = out
+        expect_tensor(y2, (B, T, d_model), "y from forward(x, return_weights=True)")
+        expect_tensor(weights, (B, n_heads, T, T), "weights from forward(x, return_weights=True)")
+        expect(bool(torch.allclose(y, y2)), "forward(x) and forward(x, return_weights=True)[0] differ: "
+                                            "return_weights must only add the attention weights")
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), dtype)
 
 
 @suite.case(1, max_examples=8)
@@ -226,30 +230,33 @@ def block_causal(student, config, d_ff, norm, seed):
     """with the causal mask, changing token t leaves the block's outputs before t unchanged (if its own attn
     does)"""
     d_model, n_heads, B, T, t = (config[k] for k in ("d_model", "n_heads", "B", "T", "t"))
-    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
-    block = block.to(dtype).eval()
-    x = randn(seed, B, T, d_model, dtype=dtype)
-    mask = causal(T)
-    x2 = x.clone()
-    x2[:, t] += 3.0 * randn(seed + 1, d_model, dtype=dtype).sign()
-    y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
-    y2 = expect_tensor(block(x2, mask=mask), (B, T, d_model), "forward(x)")
-    # outputs that do not see token t agree up to rounding: in float64 far below 1e-9
-    atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol
 
-    def moved(a: torch.Tensor, b: torch.Tensor) -> list[int]:
-        return [i for i in range(t) if not torch.allclose(a[:, i], b[:, i], atol=atol)]
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
+        block = block.to(dtype).eval()
+        x = randn(seed, B, T, d_model, dtype=dtype)
+        mask = causal(T)
+        x2 = x.clone()
+        x2[:, t] += 3.0 * randn(seed + 1, d_model, dtype=dtype).sign()
+        y = expect_tensor(block(x, mask=mask), (B, T, d_model), "forward(x)")
+        y2 = expect_tensor(block(x2, mask=mask), (B, T, d_model), "forward(x)")
+        # outputs that do not see token t agree up to rounding: in float64 far below 1e-9
+        atol = 1e-9 if dtype == torch.float64 else TOLERANCES[dtype].atol
 
-    changed = moved(y, y2)
-    if changed:
-        parts = Sublayers(block, mask, None)
-        attn_in = (parts.norm("norm1", x), parts.norm("norm1", x2)) if norm == "pre" else (x, x2)
-        if moved(*(parts.attend(z)[0] for z in attn_in)):
-            return  # self.attn itself sees the future under the causal mask: the attention tests say so
-    expect(not changed, f"changing token {t} changed the block's outputs at earlier positions {changed}: "
-                        "pass the mask to attn; the feed-forward and norms must act on each position alone")
+        def moved(a: torch.Tensor, b: torch.Tensor) -> list[int]:
+            return [i for i in range(t) if not torch.allclose(a[:, i], b[:, i], atol=atol)]
+
+        changed = moved(y, y2)
+        if changed:
+            parts = Sublayers(block, mask, None)
+            attn_in = (parts.norm("norm1", x), parts.norm("norm1", x2)) if norm == "pre" else (x, x2)
+            if moved(*(parts.attend(z)[0] for z in attn_in)):
+                return  # self.attn itself sees the future under the causal mask: the attention tests say so
+        expect(not changed, f"changing token {t} changed the block's outputs at earlier positions "
+                            f"{changed}: pass the mask to attn; the feed-forward and norms must act on each "
+                            "position alone")
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), torch.float64)
 
 
 # LayerNorm over 1-3 features is nearly constant (d_model=1: always its bias), which would hide
@@ -263,20 +270,24 @@ configs = mha_configs().filter(lambda config: config["d_model"] >= 4)
 def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     """y and weights are (B1) for norm="pre", (B2) for norm="post", composed from the block's own attn, ffn,
     norm1, norm2"""
-    dtype, wanted = sublayers_dtype(student, config, d_ff, dtype), dtype
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm, rope=config["rope"])
-    block = perturb_own(block.to(dtype), seed).eval()
-    x, mask, bias = block_inputs(config, seed, dtype, masked, biased)
-    y, weights = block(x, mask=mask, bias=bias, return_weights=True)
-    expected_y, expected_weights = own_formula(Sublayers(block, mask, bias), x, norm)
-    tol = TOLERANCES[dtype]._asdict()
-    what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
-    expect_close(y, expected_y, f"y ({what})", **tol,
-                 hint=f"{FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
-    expect_close(weights, expected_weights, f"weights ({what})", **tol,
-                 hint=f"return the weights of self.attn, called on {'norm1(x)' if norm == 'pre' else 'x'} "
-                      "with the block's mask and bias")
+    wanted = dtype
+
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
+                             rope=config["rope"])
+        block = perturb_own(block.to(dtype), seed).eval()
+        x, mask, bias = block_inputs(config, seed, dtype, masked, biased)
+        y, weights = block(x, mask=mask, bias=bias, return_weights=True)
+        expected_y, expected_weights = own_formula(Sublayers(block, mask, bias), x, norm)
+        tol = TOLERANCES[dtype]._asdict()
+        what = describe(config, norm, masked, biased) + checked_in(dtype, wanted, SUBLAYERS)
+        expect_close(y, expected_y, f"y ({what})", **tol,
+                     hint=f"{FORMULA[norm]}, with your own self.attn, self.ffn, self.norm1, self.norm2")
+        expect_close(weights, expected_weights, f"weights ({what})", **tol,
+                     hint="return the weights of self.attn, called on "
+                          f"{'norm1(x)' if norm == 'pre' else 'x'} with the block's mask and bias")
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), dtype)
 
 
 _DROP_SHAPE = (4, 16, 32)  # B, T, d_model: 2048 entries per sublayer, the rate known to +-0.011 (1 sd)
@@ -303,33 +314,35 @@ def block_residual_dropout(student, norm, p, seed):
     output goes through the residual dropout (pre-norm: dropped with probability p, kept ones scaled by
     1/(1-p))"""
     B, T, d = _DROP_SHAPE
-    dtype = sublayers_dtype(student, {"d_model": d, "n_heads": 4}, d, torch.float64)
-    student.call("torch.manual_seed", seed)
-    block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(dtype) for rate in (p, 0.0))
-    block = perturb_own(block, seed)
-    state = block.state_dict()
-    expect_same_keys(state, dict.fromkeys(spec_keys()), "TransformerBlock.state_dict()")
-    plain.load_state_dict(state)
-    x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
-    y = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode")
-    expect_close(y, plain.eval()(x, mask=mask), f"y in eval mode with dropout={p} (compared with your "
-                 "dropout=0 block)", **EXACT._asdict(), hint=f"{DROPOUT_OFF_IN_EVAL}: {FORMULA[norm]}")
-    for name, constants in (("feed-forward", (0.0, 3.7)), ("attention", (1.0, 0.0))):
-        block.load_state_dict(_constant_sublayers(state, *constants))
-        kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
-        block.train()
+
+    def check(dtype: torch.dtype) -> None:
         student.call("torch.manual_seed", seed)
-        dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
-        where = f"{RESIDUAL_DROPOUT[name]}: {FORMULA[norm]}"
-        if norm == "post":  # a LayerNorm follows each sum: only whether anything is dropped shows
-            expect(not torch.allclose(dropped, kept, atol=1e-9),
-                   f"in train mode with dropout={p}, with the {name} sublayer returning a constant, y equals "
-                   f"its eval-mode value: nothing is dropped ({where})")
-            continue
-        # pre-norm: y - x is the constant sublayer's output after the residual dropout
-        expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)", where,
-                       {"the dropout is applied to the residual sum (x + sublayer) instead of to the "
-                        "sublayer's output alone": ((x + kept) / (1 - p) - x, -x)})
+        block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(dtype) for rate in (p, 0.0))
+        block = perturb_own(block, seed)
+        state = block.state_dict()
+        expect_same_keys(state, dict.fromkeys(spec_keys()), "TransformerBlock.state_dict()")
+        plain.load_state_dict(state)
+        x, mask = randn(seed, B, T, d, dtype=dtype), causal(T)
+        y = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode")
+        expect_close(y, plain.eval()(x, mask=mask), f"y in eval mode with dropout={p} (compared with your "
+                     "dropout=0 block)", **EXACT._asdict(), hint=f"{DROPOUT_OFF_IN_EVAL}: {FORMULA[norm]}")
+        for name, constants in (("feed-forward", (0.0, 3.7)), ("attention", (1.0, 0.0))):
+            block.load_state_dict(_constant_sublayers(state, *constants))
+            kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
+            block.train()
+            student.call("torch.manual_seed", seed)
+            dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
+            where = f"{RESIDUAL_DROPOUT[name]}: {FORMULA[norm]}"
+            if norm == "post":  # a LayerNorm follows each sum: only whether anything is dropped shows
+                expect(not torch.allclose(dropped, kept, atol=1e-9),
+                       f"in train mode with dropout={p}, with the {name} sublayer returning a constant, y "
+                       f"equals its eval-mode value: nothing is dropped ({where})")
+                continue
+            # pre-norm: y - x is the constant sublayer's output after the residual dropout
+            expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)", where,
+                           {"the dropout is applied to the residual sum (x + sublayer) instead of to the "
+                            "sublayer's output alone": ((x + kept) / (1 - p) - x, -x)})
+    in_runnable_dtype(check, sublayers_probe(student, {"d_model": d, "n_heads": 4}, d), torch.float64)
 
 
 _ARGS_SHAPE = (2, 6)  # B, T: a dropout of rate >= 0.3 on B * n_heads * T * T >= 72 weights always shows
@@ -344,60 +357,64 @@ def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
     """attn is MultiHeadAttention(d_model, n_heads, dropout, rope=rope) and ffn is FeedForward(d_model, d_ff,
     activation=activation), the block's own arguments"""
     d_model, n_heads, rope = config["d_model"], config["n_heads"], config["rope"]
-    dtype = sublayers_dtype(student, config, d_ff, torch.float64)
-    student.call("torch.manual_seed", seed)
-    block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,
-                         activation=activation)
-    block = perturb_own(block.to(dtype), seed)
-    x = randn(seed, *_ARGS_SHAPE, d_model, dtype=dtype)
-    mask = causal(_ARGS_SHAPE[1])
-    built = f"TransformerBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}, dropout={p}, rope={rope}"
 
-    def twin(target: str, mine: Remote, *args, **kwargs) -> Remote:
-        """target(*args, **kwargs) built by the student's own code, holding `mine`'s weights."""
-        other = student.call(target, *args, **kwargs).to(dtype)
-        other.load_state_dict(mine.state_dict())
-        return other
+    def check(dtype: torch.dtype) -> None:
+        student.call("torch.manual_seed", seed)
+        block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,
+                             activation=activation)
+        block = perturb_own(block.to(dtype), seed)
+        x = randn(seed, *_ARGS_SHAPE, d_model, dtype=dtype)
+        mask = causal(_ARGS_SHAPE[1])
+        built = (f"TransformerBlock(d_model={d_model}, n_heads={n_heads}, d_ff={d_ff}, dropout={p}, "
+                 f"rope={rope}")
 
-    def run(module: Remote, train: bool, *inputs: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
-        module.train(train)
-        student.call("torch.manual_seed", seed)  # both twins draw the same dropout masks
-        return module(*inputs, **kwargs)
+        def twin(target: str, mine: Remote, *args, **kwargs) -> Remote:
+            """target(*args, **kwargs) built by the student's own code, holding `mine`'s weights."""
+            other = student.call(target, *args, **kwargs).to(dtype)
+            other.load_state_dict(mine.state_dict())
+            return other
 
-    def built_as(target: str, mine: Remote, actual: torch.Tensor, train: bool, inputs: tuple, kwargs: dict,
-                 variants: dict[str, dict]) -> str:
-        """The variant (of the arguments `target` is built with) whose twin of `mine` gives `actual`; or a
-        neutral clause."""
-        for sentence, arguments in variants.items():
-            if close(actual, run(twin(target, mine, **arguments), train, *inputs, **kwargs), **exact):
-                return sentence
-        return f"it differs from your own {target.split('.')[-1]} built with the block's arguments"
+        def run(module: Remote, train: bool, *inputs: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+            module.train(train)
+            student.call("torch.manual_seed", seed)  # both twins draw the same dropout masks
+            return module(*inputs, **kwargs)
 
-    attn, ffn = block.attribute("attn"), block.attribute("ffn")
-    expected_attn = twin(MHA, attn, d_model, n_heads, dropout=p, rope=rope)
-    exact = EXACT._asdict()
-    arguments = {"d_model": d_model, "n_heads": n_heads, "dropout": p, "rope": rope}
-    for train, mode in ((False, "eval"), (True, "train")):
-        actual, expected = run(attn, train, x, mask=mask), run(expected_attn, train, x, mask=mask)
+        def built_as(target: str, mine: Remote, actual: torch.Tensor, train: bool, inputs: tuple,
+                     kwargs: dict, variants: dict[str, dict]) -> str:
+            """The variant (of the arguments `target` is built with) whose twin of `mine` gives `actual`; or a
+            neutral clause."""
+            for sentence, arguments in variants.items():
+                if close(actual, run(twin(target, mine, **arguments), train, *inputs, **kwargs), **exact):
+                    return sentence
+            return f"it differs from your own {target.split('.')[-1]} built with the block's arguments"
+
+        attn, ffn = block.attribute("attn"), block.attribute("ffn")
+        expected_attn = twin(MHA, attn, d_model, n_heads, dropout=p, rope=rope)
+        exact = EXACT._asdict()
+        arguments = {"d_model": d_model, "n_heads": n_heads, "dropout": p, "rope": rope}
+        for train, mode in ((False, "eval"), (True, "train")):
+            actual, expected = run(attn, train, x, mask=mask), run(expected_attn, train, x, mask=mask)
+            if close(actual, expected, **exact):
+                continue
+            if train:
+                wrong = {"self.attn is built without the block's dropout, so it drops no attention weight":
+                         {**arguments, "dropout": 0.0}}
+            else:  # rope=True needs an even d_head
+                wrong = {f"self.attn is built with rope={not rope}, not the block's rope={rope}":
+                         {**arguments, "rope": not rope}} if rope or (d_model // n_heads) % 2 == 0 else {}
+            found = built_as(MHA, attn, actual, train, (x,), {"mask": mask}, wrong)
+            expect_close(actual, expected, f"self.attn's output in {mode} mode (same seed), {built})",
+                         **exact,
+                         hint=f"{found}: attn must be MultiHeadAttention(d_model, n_heads, dropout=dropout, "
+                              "rope=rope)")
+        expected_ffn = twin(FFN, ffn, d_model, d_ff, activation=activation)
+        actual, expected = run(ffn, False, x), run(expected_ffn, False, x)
         if close(actual, expected, **exact):
-            continue
-        if train:
-            wrong = {"self.attn is built without the block's dropout, so it drops no attention weight":
-                     {**arguments, "dropout": 0.0}}
-        else:  # rope=True needs an even d_head
-            wrong = {f"self.attn is built with rope={not rope}, not the block's rope={rope}":
-                     {**arguments, "rope": not rope}} if rope or (d_model // n_heads) % 2 == 0 else {}
-        found = built_as(MHA, attn, actual, train, (x,), {"mask": mask}, wrong)
-        expect_close(actual, expected, f"self.attn's output in {mode} mode (same seed), {built})", **exact,
-                     hint=f"{found}: attn must be MultiHeadAttention(d_model, n_heads, dropout=dropout, "
-                          "rope=rope)")
-    expected_ffn = twin(FFN, ffn, d_model, d_ff, activation=activation)
-    actual, expected = run(ffn, False, x), run(expected_ffn, False, x)
-    if close(actual, expected, **exact):
-        return
-    other = ACTIVATIONS[1 - ACTIVATIONS.index(activation)]
-    found = built_as(FFN, ffn, actual, False, (x,), {}, {
-        f"self.ffn uses {other!r}, not the block's activation={activation!r} (is activation passed on?)":
-        {"d_model": d_model, "d_ff": d_ff, "activation": other}})
-    expect_close(actual, expected, f"self.ffn's output in eval mode, {built}, activation={activation!r})",
-                 **exact, hint=f"{found}: ffn must be FeedForward(d_model, d_ff, dropout, activation)")
+            return
+        other = ACTIVATIONS[1 - ACTIVATIONS.index(activation)]
+        found = built_as(FFN, ffn, actual, False, (x,), {}, {
+            f"self.ffn uses {other!r}, not the block's activation={activation!r} (is activation passed on?)":
+            {"d_model": d_model, "d_ff": d_ff, "activation": other}})
+        expect_close(actual, expected, f"self.ffn's output in eval mode, {built}, activation={activation!r})",
+                     **exact, hint=f"{found}: ffn must be FeedForward(d_model, d_ff, dropout, activation)")
+    in_runnable_dtype(check, sublayers_probe(student, config, d_ff), torch.float64)

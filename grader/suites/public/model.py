@@ -33,7 +33,7 @@ from ...student import Remote, Student
 from ...tasks import RECIPES, Recipe
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_tensor, expect_value_error, shape_of
-from ..fallback import runnable_dtype
+from ..fallback import in_runnable_dtype
 from ..strategies import causal, dtypes, randn, seeds
 from ..through import through
 from .block import BLOCK, block_inputs, perturb_own
@@ -238,11 +238,11 @@ class DifferentiableParts(OwnParts):
                       for name, g in grads.items()}
 
 
-def blocks_dtype(student: Student, config: dict, dtype: torch.dtype) -> torch.dtype:
-    """The dtype to check a model of this config in: `dtype`, or float32 where a block of the student's
-    own TinyTransformerLM(**config) (with the causal mask, and an ALiBi-like bias for alibi) cannot run
-    in `dtype` (fallback.runnable_dtype). Called before the case seeds the worker: the model built here
-    draws its own init."""
+def blocks_probe(student: Student, config: dict) -> Callable[[torch.dtype], tuple]:
+    """What decides the dtype a model of this config is checked in (fallback.in_runnable_dtype): a block
+    of the student's own TinyTransformerLM(**config), run on inputs of a dtype with the causal mask (and
+    an ALiBi-like bias for alibi). The model it builds draws its own init: the check seeds the worker
+    again before it builds its own."""
     d_model, n_heads = config["d_model"], config["n_heads"]
 
     def run(wanted: torch.dtype) -> tuple:
@@ -250,7 +250,7 @@ def blocks_dtype(student: Student, config: dict, dtype: torch.dtype) -> torch.dt
         x, mask, bias = block_inputs({"d_model": d_model, "n_heads": n_heads, "B": 1, "T": 3}, 0, wanted,
                                      masked=True, biased=config["pos_encoding"] == "alibi")
         return block.to(wanted).eval()(x, mask=mask, bias=bias, return_weights=True)
-    return runnable_dtype(run, dtype)
+    return run
 
 
 def expect_m1(result: object, expected: tuple, config: dict, dtype: torch.dtype, mode: str = "eval",
@@ -329,14 +329,16 @@ def logits_follow_m1(student, draw, seed, dtype):
     for pos_encoding in POS_ENCODINGS:
         # dropout=1 changes nothing in eval mode and, in train mode, zeroes what each dropout gets
         config = changed(draw["model"], pos_encoding=pos_encoding, dropout=1.0)
-        in_dtype = blocks_dtype(student, config, dtype)
-        model = perturb_own(build(student, config, seed).to(in_dtype), seed)
-        idx = tokens(seed, config["vocab_size"], B, T)
-        parts = OwnParts(student, model, config, in_dtype)
-        for training, mode in ((False, "eval"), (True, "train")):
-            model.train(training)  # the blocks OwnParts runs are the model's: in its mode
-            expect_m1(model(idx, return_weights=True), parts(idx, training), config, in_dtype, mode,
-                      hint=hint)
+
+        def check(in_dtype: torch.dtype, config: dict = config) -> None:
+            model = perturb_own(build(student, config, seed).to(in_dtype), seed)
+            idx = tokens(seed, config["vocab_size"], B, T)
+            parts = OwnParts(student, model, config, in_dtype)
+            for training, mode in ((False, "eval"), (True, "train")):
+                model.train(training)  # the blocks OwnParts runs are the model's: in its mode
+                expect_m1(model(idx, return_weights=True), parts(idx, training), config, in_dtype, mode,
+                          hint=hint)
+        in_runnable_dtype(check, blocks_probe(student, config), dtype)
 
 
 _BLOCK_INPUT = (2, 6)  # B, T: a dropout of rate >= 0.3 on every block's sublayers always shows
@@ -351,29 +353,30 @@ def blocks_built_with_arguments(student, draw, seed, p, activation):
     mask = causal(_BLOCK_INPUT[1])
     for pos_encoding in dict.fromkeys(("rope", draw["model"]["pos_encoding"])):
         config = changed(draw["model"], pos_encoding=pos_encoding, dropout=p, activation=activation)
-        dtype = blocks_dtype(student, config, torch.float64)
-        x = randn(seed, *_BLOCK_INPUT, d_model, dtype=dtype)
-        model = build(student, config, seed).to(dtype)
-        blocks = model.attribute("blocks")
         arguments = (f"TransformerBlock({d_model}, {config['n_heads']}, {config['d_ff']}, dropout={p}, "
                      f"norm={config['norm']!r}, rope={pos_encoding == 'rope'}, activation={activation!r})")
-        for layer in range(config["n_layers"]):
-            block = blocks.method("__getitem__", layer)
-            rope = pos_encoding == "rope"
-            twin = student.call(BLOCK, d_model, config["n_heads"], config["d_ff"], dropout=p,
-                                norm=config["norm"], rope=rope, activation=activation)
-            twin.to(dtype)
-            twin.load_state_dict(block.state_dict())
-            for training, mode in ((False, "eval"), (True, "train")):
-                outputs = []
-                for module in (block, twin):
-                    student.call("torch.manual_seed", seed)  # the same dropout masks for both
-                    outputs.append(module.train(training)(x, mask=mask))
-                expect_close(*outputs, f"blocks[{layer}]'s output in {mode} mode (same seed) of "
-                                       f"{describe(config)}, against your {arguments} with its weights",
-                             **EXACT._asdict(),
-                             hint="build every block with the model's arguments: the same dropout, norm and "
-                                  'activation, rope=(pos_encoding == "rope")')
+
+        def check(dtype: torch.dtype, config: dict = config, arguments: str = arguments,
+                  rope: bool = pos_encoding == "rope") -> None:
+            x = randn(seed, *_BLOCK_INPUT, d_model, dtype=dtype)
+            blocks = build(student, config, seed).to(dtype).attribute("blocks")
+            for layer in range(config["n_layers"]):
+                block = blocks.method("__getitem__", layer)
+                twin = student.call(BLOCK, d_model, config["n_heads"], config["d_ff"], dropout=p,
+                                    norm=config["norm"], rope=rope, activation=activation)
+                twin.to(dtype)
+                twin.load_state_dict(block.state_dict())
+                for training, mode in ((False, "eval"), (True, "train")):
+                    outputs = []
+                    for module in (block, twin):
+                        student.call("torch.manual_seed", seed)  # the same dropout masks for both
+                        outputs.append(module.train(training)(x, mask=mask))
+                    expect_close(*outputs, f"blocks[{layer}]'s output in {mode} mode (same seed) of "
+                                           f"{describe(config)}, against your {arguments} with its weights",
+                                 **EXACT._asdict(),
+                                 hint="build every block with the model's arguments: the same dropout, norm "
+                                      'and activation, rope=(pos_encoding == "rope")')
+        in_runnable_dtype(check, blocks_probe(student, config), torch.float64)
 
 
 @suite.case(1, max_examples=3)
@@ -432,15 +435,18 @@ def causality(student, draw, seed):
     changed_idx[:, t] = (changed_idx[:, t] + 1) % config["vocab_size"]
     for pos_encoding in POS_ENCODINGS:
         other = changed(config, pos_encoding=pos_encoding)
-        dtype = blocks_dtype(student, other, torch.float64)
-        model = build(student, other, seed).to(dtype).eval()
-        expect_tensor(model(idx), (B, T, config["vocab_size"]), "logits")
-        moved = _moved(model(idx), model(changed_idx), t, dtype)
-        if moved:  # (M1) composed from your own parts leaks too: a mask or block of yours sees the future
-            parts = OwnParts(student, model, other, dtype)
-            moved = sorted(set(moved) - set(_moved(parts(idx)[0], parts(changed_idx)[0], t, dtype)))
-        expect(not moved, f"{describe(other)}: changing token {t} changed the logits at earlier positions "
-                          f"{moved}: the future leaks (is the causal mask passed to every block?)")
+
+        def check(dtype: torch.dtype, other: dict = other) -> None:
+            model = build(student, other, seed).to(dtype).eval()
+            expect_tensor(model(idx), (B, T, config["vocab_size"]), "logits")
+            moved = _moved(model(idx), model(changed_idx), t, dtype)
+            if moved:  # (M1) composed from your own parts leaks too: a mask or block of yours sees the future
+                parts = OwnParts(student, model, other, dtype)
+                moved = sorted(set(moved) - set(_moved(parts(idx)[0], parts(changed_idx)[0], t, dtype)))
+            expect(not moved, f"{describe(other)}: changing token {t} changed the logits at earlier "
+                              f"positions {moved}: the future leaks (is the causal mask passed to every "
+                              "block?)")
+        in_runnable_dtype(check, blocks_probe(student, other), torch.float64)
 
 
 # ------------------------------------------------------------------ training to solve a task
