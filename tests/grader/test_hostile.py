@@ -30,7 +30,8 @@ from grader.spec import Status
 from grader.student import Student
 from helpers import EXAMPLES, ROOT
 
-pytestmark = pytest.mark.sandbox
+# one worker runs them all: the escapes of a launched and a forked sandbox's run must not meet in /proc
+pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("hostile")]
 AS_ROOT = pytest.mark.skipif(mode() != "root", reason="enforced only when the grader runs as root "
                              f"with namespaces (here: {mode()!r} mode; docs/grading.md, Threat model)")
 ISOLATED = pytest.mark.skipif(mode() not in ("root", "userns"),
