@@ -27,6 +27,7 @@ import io
 import json
 import os
 import signal
+import site
 import socket
 import sys
 import traceback
@@ -154,6 +155,7 @@ def _become_template(c: Confinement, control: int, log: int, environment: dict[s
         if callable(signal.getsignal(number)):
             signal.signal(number, signal.SIG_DFL)
     _forget_environment(environment)
+    _launched_path()
     os.chdir(cwd)
     if c.mode in ("root", "userns"):
         enter_namespaces(c.mode)
@@ -164,6 +166,16 @@ def _become_template(c: Confinement, control: int, log: int, environment: dict[s
         stay_with_parent(0)
     main([c.to_json()])
     return 0
+
+
+def _launched_path() -> None:
+    """sys.path as a launched template's `python -P -s` has it: without the judge's working directory or
+    script folder, and without the user's site-packages, so that a submission's absolute import finds
+    in a forked worker what it finds in a launched one."""
+    left_out = {site.getusersitepackages()} if site.ENABLE_USER_SITE else set()
+    if not sys.flags.safe_path:
+        left_out |= {"", os.getcwd(), os.path.dirname(os.path.abspath(sys.argv[0]))}
+    sys.path[:] = [entry for entry in sys.path if entry not in left_out]
 
 
 def _forget_environment(environment: dict[str, str]) -> None:

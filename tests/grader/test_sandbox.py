@@ -236,7 +236,7 @@ SPY = textwrap.dedent("""\
     block = ctypes.string_at(int(stat[47]), int(stat[48]) - int(stat[47]))
     raise RuntimeError("SPY" + json.dumps({"forked": "grader.judge" in sys.modules, "copies": copies,
                                            "block": block.replace(b"\\0", b"").decode(),
-                                           "environ": sorted(os.environ)}))
+                                           "environ": sorted(os.environ), "path": sys.path}))
     """)
 
 
@@ -268,6 +268,7 @@ def test_a_check_forks_its_template_from_the_judge_and_leaves_it_nothing_of_the_
     assert forked["environ"] == launched["environ"] and "MY_SECRET" not in forked["environ"]
     assert forked["block"] == "" and "hunter2" not in launched["block"]
     assert forked["copies"] == launched["copies"] <= 2
+    assert str(ROOT) not in forked["path"] + launched["path"], "the judge's working directory is not searched"
 
 
 def test_only_a_judge_that_holds_nothing_hidden_forks_a_template(monkeypatch, tmp_path):
