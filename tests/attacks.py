@@ -8,6 +8,7 @@ per-attack tests call them in a worker) or the bytes a worker sends (the protoco
 """
 import base64
 import io
+import itertools
 import json
 import os
 import signal
@@ -22,6 +23,14 @@ import numpy as np
 
 from grader.sandbox.client import Sandbox
 from grader.sandbox.protocol import MAX_BYTES, encode
+
+_markers = itertools.count()
+
+
+def fresh_marker() -> str:
+    """A `sleep` duration no other test process uses: this process's pid and a count, so that tests run
+    at once (xdist) never see each other's escapes as their own."""
+    return f"9{os.getpid():07d}{next(_markers):03d}.25"
 
 
 def escape_code(marker: str) -> str:

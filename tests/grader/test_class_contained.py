@@ -25,7 +25,16 @@ from pathlib import Path
 import pytest
 from test_classroom import zip_of
 
-from attacks import FORGED_REPLIES, OVERSIZED, blocking_code, contained_code, reply_code, sent, survivors
+from attacks import (
+    FORGED_REPLIES,
+    OVERSIZED,
+    blocking_code,
+    contained_code,
+    fresh_marker,
+    reply_code,
+    sent,
+    survivors,
+)
 from grader.instructor.runner import MAX_PAYLOAD_BYTES
 from grader.sandbox import cgroup
 from grader.sandbox.client import mode
@@ -41,7 +50,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.sandbox, pytest.m
 CORRECT = EXAMPLES / "correct"
 ONLY = ("--only", "quiz")
 JOBS = 2
-MARKER = "161803.39"
+MARKER = fresh_marker()
 SHM_KEY = 0x18180008
 JUDGE_BYTES = 1536 << 20
 """What one judge process (the reference, the suites, torch) may hold, measured at about 0.5 GiB."""

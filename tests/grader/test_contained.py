@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from attacks import call, contained_code, state, survivors
+from attacks import call, contained_code, fresh_marker, state, survivors
 from grader.sandbox import cgroup
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
@@ -33,7 +33,7 @@ def _groups_with(*controllers: str) -> pytest.MarkDecorator:
                               f"{sorted(cgroup.available()) or 'none'}; docs/grading.md, Threat model)")
 
 
-MARKER = "271828.18"
+MARKER = fresh_marker()
 """What the escaping processes sleep for: found in /proc, it means one survived."""
 SHM_KEY = 0x18181818
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -165,18 +165,17 @@ def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, tem
     whether the sandbox's template was launched (a grade) or forked from the judge (`grader check`)."""
     submission = tmp_path / "submission"
     submission.mkdir()
-    marker = {"launched": MARKER, "forked": "161803.39"}[template]  # the two may run at once (xdist)
     hang = "escape()\nwhile True:\n    time.sleep(1)\n"
-    (submission / "attention.py").write_text(contained_code(marker) + hang)
+    (submission / "attention.py").write_text(contained_code(MARKER) + hang)
     (tmp_path / "scratch").mkdir()
     env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
     judge = subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(tmp_path / "scratch"),
                               template], start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 120
-        while len(survivors(marker)) < 2 and time.monotonic() < deadline:
+        while len(survivors(MARKER)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(survivors(marker)) == 2, "the submission's import started its escapes"
+        assert len(survivors(MARKER)) == 2, "the submission's import started its escapes"
         grading = _descendants(judge.pid)
         children = Path(f"/proc/{judge.pid}/task/{judge.pid}/children").read_text().split()
         names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in [judge.pid, *children]}
@@ -185,7 +184,7 @@ def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, tem
         judge.wait()
         time.sleep(5)
         assert [pid for pid in grading if _alive(pid)] == []
-        assert survivors(marker) == []
+        assert survivors(MARKER) == []
     finally:
         if judge.poll() is None:
             judge.kill()

@@ -20,7 +20,7 @@ from textwrap import indent
 import pytest
 import torch
 
-from attacks import call, escape_code, state, survivors
+from attacks import call, escape_code, fresh_marker, state, survivors
 from grader.judge import judge
 from grader.results import Failed, safe_text
 from grader.salt import SALT_FILE
@@ -36,7 +36,7 @@ AS_ROOT = pytest.mark.skipif(mode() != "root", reason="enforced only when the gr
                              f"with namespaces (here: {mode()!r} mode; docs/grading.md, Threat model)")
 ISOLATED = pytest.mark.skipif(mode() not in ("root", "userns"),
                               reason=f"needs a network and PID namespace (here: {mode()!r} mode)")
-MARKER = "314159.26"
+MARKER = fresh_marker()
 """What the escaping processes sleep for: found in /proc, it means one survived."""
 
 HOSTILE = textwrap.dedent(f"""\
