@@ -65,7 +65,7 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
     are asked for where they are not installed (a student release), SandboxUnavailable when the
     sandbox cannot run here as asked (or cannot keep the hidden tests hidden: sandbox_mode).
     """
-    from .sandbox.client import Sandbox
+    from .sandbox.client import FORKED_MODES, Sandbox
     from .submission import unpack
 
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
@@ -74,10 +74,12 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
         sandbox = Sandbox(directory, Path(work), options.timeout_scale, hidden=not options.public_only,
                           unsafe_no_sandbox=options.unsafe_no_sandbox)
         try:
-            if not options.public_only:  # its template imports torch while this process does, just below
-                sandbox.start()  # (public tests only: the judge's first case forks it, torch imported)
+            if sandbox.mode not in FORKED_MODES:  # a worker of its own, whose torch import overlaps ours
+                sandbox.start()
             from .judge import judge
             from .scoring import scorecard
+
+            sandbox.start()  # its template forked from this process: torch is imported, nothing hidden yet
 
             card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
                                    timeout_scale=options.timeout_scale, wall_scale=options.wall_scale,

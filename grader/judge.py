@@ -363,13 +363,12 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     no other any time. `deadline` (a time.monotonic() value: a platform's time limit) bounds the whole
     grading: the budget is shared out of the time left before it, and a case whose time limit would
     end past it is not run (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
-    is this submission's, if the caller started it already (the CLI does, before importing torch,
-    so that the worker's start-up overlaps with its own); the judge closes it.
+    is this submission's, if the caller started it already (grading.grade does); the judge closes it.
     """
     with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
-            sandbox.start()  # its imports overlap with ours
+            sandbox.start()  # before the salt and the hidden tests are read: its template may be forked
             salt = grading_salt(public_only)  # once per grading, before any case
             cases = all_cases(public_only, components)
             eager.install()  # hidden cases run the reference's optimizers

@@ -22,6 +22,15 @@ SALT_VARIABLE = "GRADER_SALT"
 PUBLIC_SALT = "public"
 
 
+_read_here = False
+"""True once this process has read the salt: a fork of it (a sandbox's template) could then hold it."""
+
+
+def read_here() -> bool:
+    """Whether this process has read the deployment's salt (client.forks_template asks)."""
+    return _read_here
+
+
 class SaltUnavailable(RuntimeError):
     """There is no salt, and none can be made here (a read-only install without GRADER_SALT)."""
 
@@ -29,6 +38,8 @@ class SaltUnavailable(RuntimeError):
 def deployment_salt(path: Path | None = None) -> str:
     """This deployment's salt: GRADER_SALT, else the salt file (SALT_FILE), written now if there is
     none. Read when a grading starts, never at import: a read-only install still lists its tests."""
+    global _read_here
+    _read_here = True
     if os.environ.get(SALT_VARIABLE):
         return os.environ[SALT_VARIABLE]
     path = path or SALT_FILE

@@ -39,8 +39,8 @@ from typing import Any
 
 import psutil
 
+from .. import salt
 from ..results import safe_text
-from ..salt import SALT_VARIABLE
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
 from . import landlock, seccomp
@@ -673,14 +673,16 @@ class _Forked:
         return self.returncode
 
 
-def forks_template(hidden: bool) -> bool:
+def forks_template() -> bool:
     """Whether a sandbox may fork its template from this process, sparing it torch's import. A fork
-    carries this process's memory, so only where nothing in it is hidden from the worker: a grading of
-    the public tests only (`grader check`: no reference, hidden test or salt is needed), torch imported
-    already, no module of the reference or the hidden suites loaded, no salt in the environment, and no
-    Python thread but this one (a lock another thread held would stay held in the fork; OpenBLAS, whose
-    threads numpy starts, stops them across a fork, as every template's fork of a worker relies on)."""
-    if hidden or "torch" not in sys.modules or SALT_VARIABLE in os.environ or threading.active_count() > 1:
+    carries this process's memory, so only while nothing in it is hidden from the worker: torch imported
+    already, the salt not read (a value in the environment, never read, goes with the environment the
+    fork replaces: template.fork), no module of the reference or the hidden suites loaded, and no Python
+    thread but this one (a lock another thread held would stay held in the fork; OpenBLAS, whose threads
+    numpy starts, stops them across a fork, as every template's fork of a worker relies on). So a grading
+    forks it before it reads the salt or loads a hidden test (grading.grade); a process that has graded
+    once launches it."""
+    if "torch" not in sys.modules or salt.read_here() or threading.active_count() > 1:
         return False
     roots = tuple(f"{root}{os.sep}" for root in _secret_roots())
     return not any(str(getattr(module, "__file__", None) or "").startswith(roots)
@@ -933,7 +935,7 @@ class Sandbox:
                  limits: Limits | None = None, *, hidden: bool = True, unsafe_no_sandbox: bool = False):
         self.submission_dir, self.scratch = Path(submission_dir), Path(scratch)
         cpu_seconds = BUDGETS.scaled(timeout_scale).worker_cpu_seconds
-        self.mode, self.hidden = sandbox_mode(hidden, unsafe_no_sandbox), hidden
+        self.mode = sandbox_mode(hidden, unsafe_no_sandbox)
         self.limits = limits or Limits(cpu_seconds=cpu_seconds)
         self.report = describe(self.mode, unsafe_no_sandbox)
         self.area = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.scratch))
@@ -958,7 +960,7 @@ class Sandbox:
         the judge's own work."""
         if self.mode in FORKED_MODES:
             if self.template is None or self.template.lost:
-                self.template = Template(self.area, self.mode, self.limits, forks_template(self.hidden))
+                self.template = Template(self.area, self.mode, self.limits, forks_template())
         elif self.worker is None:
             self.worker = Worker(self.area, self.blocked, self.mode, self.limits, self.refused)
 

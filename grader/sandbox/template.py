@@ -4,12 +4,12 @@ than in the CPU-second that importing torch takes.
 
 Started as `python -m <package>.template CONFINEMENT_JSON` (see client.py) with a control socket of the
 judge's as its stdin (or forked from a judge that has imported torch and holds nothing a worker may not
-see: `fork`, for a public-only grading, client.forks_template), it builds the new root that every worker
-of the sandbox shares ("root" and "userns": it is then the first process of their PID namespace),
-imports torch, numpy and the worker's code, and says it is ready. It never imports the submission nor
-runs any of its code: each worker is a fork that confines itself (jail.confine: its own uid, limits,
-seccomp, Landlock) before the judge lets it import the submission. The control socket carries JSON and
-file descriptors only:
+see: `fork`, for a grading that has read neither the salt nor a hidden test yet, client.forks_template),
+it builds the new root that every worker of the sandbox shares ("root" and "userns": it is then the first
+process of their PID namespace), imports torch, numpy and the worker's code, and says it is ready. It
+never imports the submission nor runs any of its code: each worker is a fork that confines itself
+(jail.confine: its own uid, limits, seccomp, Landlock) before the judge lets it import the submission.
+The control socket carries JSON and file descriptors only:
 
 - {"op": "spawn", "uid", "gid", "home", "blocked"} with the worker's request pipe, reply pipe and log:
   fork a worker; the reply is {"pid": its pid in the template's PID namespace};
@@ -49,6 +49,8 @@ from .jail import (
 from .protocol import GO, receive
 
 _MAX_CONTROL_BYTES = 1 << 16
+_BYTES_DATA = sys.getsizeof(b"") - 1
+"""Where a bytes object's data begins, past its header (CPython)."""
 
 
 def _fork_worker(c: Confinement, request: dict, fds: list[int], control: socket.socket) -> int:
@@ -127,7 +129,7 @@ def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cw
 
     The fork has this process's memory: the caller makes sure nothing in it is hidden from workers
     (client.forks_template); the environment goes, in os.environ and in the block the process started
-    with, replaced by `environment`."""
+    with, replaced by `environment` (_forget_environment)."""
     from . import worker  # noqa: F401 - loaded here: the grader's files are out of the template's sight
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the fork would write what the judge had not yet
@@ -179,8 +181,12 @@ def _launched_path() -> None:
 
 
 def _forget_environment(environment: dict[str, str]) -> None:
-    """Replace the judge's environment with `environment`: os.environ, and the block the process started
-    with (what /proc/self/environ shows), overwritten with zeros."""
+    """Replace the judge's environment with `environment`: os.environ, its values overwritten with zeros
+    first (the salt may be one: clearing alone would leave its bytes in freed memory), and the block the
+    process started with (what /proc/self/environ shows), overwritten with zeros too."""
+    for value in os.environb.values():  # the very bytes objects os.environ holds
+        if len(value) > 1:  # b"" and single bytes are the interpreter's shared objects
+            ctypes.memset(id(value) + _BYTES_DATA, 0, len(value))
     os.environ.clear()
     after_name = Path("/proc/self/stat").read_text().rpartition(")")[2].split()  # fields 3, 4, ...
     start, end = int(after_name[47]), int(after_name[48])  # env_start and env_end: fields 50 and 51

@@ -149,10 +149,11 @@ def test_where_no_group_can_be_made_the_worker_runs_without_one(hostile, tmp_pat
 JUDGE = textwrap.dedent("""\
     import sys
     from pathlib import Path
-    import torch  # first: a public-only sandbox then forks its template (as `grader check`'s does)
+    if sys.argv[3] == "forked":
+        import torch  # first: the sandbox then forks its template (as a grading's judge does)
     from grader.sandbox.client import Sandbox
 
-    box = Sandbox(Path(sys.argv[1]), Path(sys.argv[2]), hidden=sys.argv[3] == "launched")
+    box = Sandbox(Path(sys.argv[1]), Path(sys.argv[2]))
     box.request({"op": "import", "module": "attention"}, 600)  # never returns: the import hangs
     """)
 

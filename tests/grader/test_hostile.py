@@ -130,13 +130,13 @@ HOSTILE = textwrap.dedent(f"""\
 
 @pytest.fixture(params=["launched", "forked"])
 def sandbox(request, tmp_path: Path, monkeypatch):
-    """A sandbox for HOSTILE, its template launched (a grade's) or forked from this process (as `grader
-    check`'s is): the attacks must gain as little either way, this process's environment and memory
-    notwithstanding (it holds the salt and the hidden tests, which a check's judge never does)."""
-    if request.param == "forked":
-        if mode() not in FORKED_MODES or threading.active_count() > 1:
-            pytest.skip(f"no template is forked here ({mode()!r} mode, {threading.active_count()} threads)")
-        monkeypatch.setattr(client, "forks_template", lambda hidden: True)
+    """A sandbox for HOSTILE, its template launched or forked from this process (as a grading's is, before
+    its judge reads the salt or a hidden test): the attacks must gain as little either way, this process's
+    environment and memory notwithstanding (it holds the salt and the hidden tests, which a judge that
+    forks never does)."""
+    if request.param == "forked" and (mode() not in FORKED_MODES or threading.active_count() > 1):
+        pytest.skip(f"no template is forked here ({mode()!r} mode, {threading.active_count()} threads)")
+    monkeypatch.setattr(client, "forks_template", lambda: request.param == "forked")
     submission = tmp_path / "submission"
     submission.mkdir()
     (submission / "attention.py").write_text(HOSTILE)

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from attacks import OVERSIZED, bzip2_npz, declared_gigabytes, deep_nesting, forged, millions_of_objects
+from grader import salt
 from grader.sandbox import client, protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
-from grader.sandbox.jail import Limits
+from grader.sandbox.jail import SANDBOX, Limits
 from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, ProtocolError, decode, encode
 from helpers import ROOT
 
@@ -223,9 +224,11 @@ def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submi
     assert (first[2] != second[2]) == (box.mode in ("root", "setuid"))
 
 
-SPY = textwrap.dedent("""\
+SECRET = "hunter2-0123456789abcdef"
+"""What the judge's environment holds, as MY_SECRET and as the salt; SPY looks for copies of it."""
+SPY = textwrap.dedent(f"""\
     import ctypes, json, os, sys
-    secret = "".join(map(chr, [104, 117, 110, 116, 101, 114, 50])).encode()  # not a constant of this file
+    secret = "".join(map(chr, {[ord(c) for c in SECRET]})).encode()  # not a constant of this file
     copies = 0
     for line in open("/proc/self/maps"):
         span, permissions = line.split()[:2]
@@ -234,19 +237,19 @@ SPY = textwrap.dedent("""\
             copies += ctypes.string_at(start, end - start).count(secret)
     stat = open("/proc/self/stat").read().rpartition(")")[2].split()
     block = ctypes.string_at(int(stat[47]), int(stat[48]) - int(stat[47]))
-    raise RuntimeError("SPY" + json.dumps({"forked": "grader.judge" in sys.modules, "copies": copies,
+    raise RuntimeError("SPY" + json.dumps({{"forked": "grader.judge" in sys.modules, "copies": copies,
                                            "block": block.replace(b"\\0", b"").decode(),
-                                           "environ": sorted(os.environ), "path": sys.path}))
+                                           "environ": sorted(os.environ), "path": sys.path}}))
     """)
 
 
-def _spied(folder: Path, salt: str | None) -> dict:
-    """What SPY's worker saw, graded by `grader check` with MY_SECRET=hunter2 (and the salt) in its
-    environment."""
+def _spied(folder: Path, command: str) -> dict:
+    """What SPY's worker saw in its first test, graded by `grader COMMAND` with SECRET in the judge's
+    environment, as MY_SECRET and as GRADER_SALT."""
     env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
-    env |= {"MY_SECRET": "hunter2"} | ({"GRADER_SALT": salt} if salt else {})
-    card = folder.parent / f"card-{salt}.json"
-    subprocess.run([sys.executable, "-m", "grader.cli", "check", "--only", "attention", "--json", str(card),
+    env |= {"MY_SECRET": SECRET, "GRADER_SALT": SECRET}
+    card = folder.parent / f"card-{command}.json"
+    subprocess.run([sys.executable, "-m", "grader.cli", command, "--only", "attention", "--json", str(card),
                     str(folder)], env=env, check=True, capture_output=True, cwd=ROOT)
     message = json.loads(card.read_text())["tests"][0]["message"]
     return json.loads(message[message.index("SPY") + 3:message.rindex("}") + 1])
@@ -254,40 +257,74 @@ def _spied(folder: Path, salt: str | None) -> dict:
 
 @pytest.mark.sandbox
 @pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
-def test_a_check_forks_its_template_from_the_judge_and_leaves_it_nothing_of_the_judges_environment(tmp_path):
-    """`grader check` (public tests only: the judge holds no reference, hidden test or salt) forks the
-    template from the judge, sparing it torch's import: the worker then has the judge's modules, but the
-    environment it started with is gone, in os.environ and in memory (no copy of a variable's value more
-    than a launched template's worker finds, which is the probe's own). With a salt in the environment
-    the template is launched, as for a grade."""
+@pytest.mark.parametrize("command", ["check", "grade"])
+def test_a_grading_forks_its_template_from_the_judge_and_leaves_it_nothing_of_the_judges_environment(
+        tmp_path, command):
+    """`grader check` and `grader grade` fork the template from the judge before it reads the salt or a
+    hidden test, sparing it torch's import: the worker then has the judge's (public) modules, but the
+    environment the judge started with is gone, in os.environ and in memory: no copy of the salt's or
+    another variable's value but the spy's own, and the environment a launched template's worker gets."""
     spy = tmp_path / "spy"
     spy.mkdir()
     (spy / "attention.py").write_text(SPY)
-    forked, launched = _spied(spy, None), _spied(spy, "tests")
-    assert forked["forked"] and not launched["forked"]
-    assert forked["environ"] == launched["environ"] and "MY_SECRET" not in forked["environ"]
-    assert forked["block"] == "" and "hunter2" not in launched["block"]
-    assert forked["copies"] == launched["copies"] <= 2
-    assert str(ROOT) not in forked["path"] + launched["path"], "the judge's working directory is not searched"
+    seen = _spied(spy, command)
+    home = f"{SANDBOX}/home" if mode() in ("root", "userns") else "/home"
+    assert seen["forked"]
+    assert seen["environ"] == sorted(client._environment(tmp_path, home))
+    assert seen["block"] == ""
+    assert seen["copies"] <= 2, "the secret's bytes: the spy's own, and its string's"
+    assert str(ROOT) not in seen["path"], "the judge's working directory is not searched"
 
 
-def test_only_a_judge_that_holds_nothing_hidden_forks_a_template(monkeypatch, tmp_path):
-    """A grade, a salt in the environment, or a module of the hidden suites loaded: the template is
-    launched, never forked from this process."""
-    monkeypatch.delenv("GRADER_SALT", raising=False)
+FORGETS = textwrap.dedent("""\
+    import ctypes, sys
+    from grader.sandbox import template
+
+    template._forget_environment({"PATH": "/usr/bin"})
+    secret = bytes(c - 1 for c in bytes.fromhex(sys.argv[1]))  # no str of it: the bytes searched for alone
+    found = 0
+    for line in open("/proc/self/maps"):
+        span, permissions = line.split()[:2]
+        start, end = (int(x, 16) for x in span.split("-"))
+        if permissions.startswith("rw") and end - start < 1 << 30:
+            found += ctypes.string_at(start, end - start).count(secret)
+    print(found - 1)
+    """)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_a_template_keeps_no_byte_of_the_environment_it_forgets():
+    """template._forget_environment in a process started with the salt in its environment and never
+    reading it (as a judge forks a template): afterwards no copy of the value is left in its memory, freed
+    or not (os.environ's own bytes, the block the process started with)."""
+    shifted = bytes(c + 1 for c in SECRET.encode()).hex()
+    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"} | {"GRADER_SALT": SECRET}
+    run = subprocess.run([sys.executable, "-c", FORGETS, shifted], env=env, cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert run.stdout.strip() == "0"
+
+
+def test_a_judge_forks_a_template_only_before_it_holds_anything_hidden(monkeypatch):
+    """Torch imported, one thread, the salt unread (in the environment or not) and no module of the
+    reference or the hidden suites loaded: the template may be forked. Once the salt is read, or a hidden
+    module loaded, or with a second thread, it is launched."""
+    monkeypatch.setenv("GRADER_SALT", "x")
+    monkeypatch.setattr(salt, "_read_here", False)
     monkeypatch.setattr(client.threading, "active_count", lambda: 1)
     roots = tuple(f"{root}{os.sep}" for root in client._secret_roots())
     for name, module in list(sys.modules.items()):  # what other tests of this process loaded
         if str(getattr(module, "__file__", None) or "").startswith(roots):
             monkeypatch.delitem(sys.modules, name)
-    assert client.forks_template(hidden=False) and not client.forks_template(hidden=True)
-    monkeypatch.setenv("GRADER_SALT", "x")
-    assert not client.forks_template(hidden=False)
-    monkeypatch.delenv("GRADER_SALT")
+    assert client.forks_template()
+    assert salt.deployment_salt() == "x" and not client.forks_template()
+    monkeypatch.setattr(salt, "_read_here", False)
+    monkeypatch.setattr(client.threading, "active_count", lambda: 2)
+    assert not client.forks_template()
+    monkeypatch.setattr(client.threading, "active_count", lambda: 1)
     loaded = types.ModuleType("loaded")
     loaded.__file__ = str(ROOT / "grader" / "suites" / "hidden" / "quiz.py")
     monkeypatch.setitem(sys.modules, "loaded", loaded)
-    assert not client.forks_template(hidden=False)
+    assert not client.forks_template()
 
 
 @pytest.mark.sandbox
