@@ -5,7 +5,9 @@ CPU seconds, not wall time (the machine may be shared), each also as a ratio to 
 
 - imports: that baseline; the judge's own imports (grader, suites, reference); torch._dynamo,
   which the first optimizer step would import in each process that trains (grader/sandbox/eager.py
-  spares it); a worker's start-up (confinement, torch, numpy, the submission);
+  spares it); a sandbox's first worker, its template launched (an interpreter that imports torch:
+  a judge that has read the salt or a hidden test) or forked from the judge (as a grading's is), and
+  each further worker, forked from the template;
 - the judge's side of `judge()` on a submission, sampled on its CPU clock (ITIMER_PROF) and
   attributed to the innermost frame of a known kind: the reference's code (training runs apart),
   the protocol's encoding and decoding, hypothesis's engine (generation, shrinking, bookkeeping),
@@ -164,6 +166,7 @@ def judge_profile(submission: Path, public_only: bool, components: tuple[str, ..
     """Grade in this process: the judge's CPU by kind, the worker's by component, round trips."""
     from grader.judge import judge
     from grader.sandbox.client import Sandbox
+    from grader.suites import all_cases
 
     messages: list = []
     record_messages(messages)
@@ -172,6 +175,8 @@ def judge_profile(submission: Path, public_only: bool, components: tuple[str, ..
     cases: dict[str, tuple[float, float, int]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         sandbox = Sandbox(submission, Path(scratch))
+        sandbox.start()  # before anything hidden is loaded, as grading.grade: its template forked
+        all_cases(public_only)  # imported here, not in the first case's time
         clock = WorkerClock(sandbox)
         marks = [clock.read(), time.process_time(), 0]
 
@@ -216,19 +221,20 @@ def main() -> None:
                 python_cpu("import torch._dynamo") - python_cpu("import torch")}
     from grader.sandbox.client import Sandbox
 
-    with tempfile.TemporaryDirectory() as scratch:  # the worker's tree, read from /proc: a worker killed
-        box = Sandbox(Path(args.submission), Path(scratch))  # in its PID namespace is not waited for
-        box.ready()
-        started = tree_cpu(_tree_root(box))
-        rows["a sandbox's first worker (confinement, torch, numpy)"] = started
-        if box.template is not None:
-            box.fresh_worker()
+    further = {}
+    for kind in ("launched", "forked from the judge"):  # torch imported between: then the judge forks it
+        with tempfile.TemporaryDirectory() as scratch:  # the worker's tree, read from /proc: a worker killed
+            box = Sandbox(Path(args.submission), Path(scratch))  # in its PID namespace is not waited for
             box.ready()
-            rows["each further worker (forked from the template)"] = tree_cpu(_tree_root(box)) - started
-        box.close()
-    from grader.suites import all_cases
-
-    all_cases(args.public)
+            started = tree_cpu(_tree_root(box))
+            rows[f"first worker, template {kind}"] = started
+            if box.template is not None:
+                box.fresh_worker()
+                box.ready()
+                further["each further worker, forked from the template"] = tree_cpu(_tree_root(box)) - started
+            box.close()
+        import torch  # noqa: F401
+    rows |= further
     profile = judge_profile(Path(args.submission), args.public, components)
     worker_total = profile["worker_total"]
     print(f"{'':<56} {'CPU s':>6} {'x import':>8}")
