@@ -7,6 +7,7 @@ the grading process's sandbox, never in the process that holds the results. Both
 function, so a class graded on a cluster gets the grades it would get here, test for test.
 """
 import concurrent.futures as cf
+import gc
 import hashlib
 import importlib.util
 import io
@@ -33,7 +34,8 @@ from pathlib import Path
 from ..archive import ArchiveError, deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
-from ..sandbox.cgroup import kill_judge
+from ..sandbox.cgroup import kill_gone_judges, kill_judge
+from ..sandbox.jail import die_with_parent
 from ..spec import BUDGETS, Status
 from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH
@@ -227,13 +229,58 @@ def _grade_request(request: dict) -> dict:
     return {"outcome": Outcome.GRADED.value, "message": "", "card": card.to_json()}
 
 
+def _quietly(request: dict) -> dict:
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        return _grade_request(request)
+
+
+def _graded_in_a_fork(request: dict) -> dict:
+    """_grade_request in a child of this process, which replies through a pipe; an error if it ends
+    without a reply. On Ctrl-C (the child gets it too) it waits for the child to stop its sandbox."""
+    reading, writing = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(reading)
+            die_with_parent(parent)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)  # this process's stdout carries the parent's replies
+            with open(writing, "w", encoding="utf-8") as reply:
+                reply.write(json.dumps(_quietly(request)))
+            status = 0
+        finally:
+            kill_judge(os.getpid())  # its sandbox's groups are gone already; their folder goes too
+            os._exit(status)
+    os.close(writing)
+    try:
+        with open(reading, "rb") as pipe:
+            data = pipe.read()
+    finally:
+        status = os.waitpid(pid, 0)[1]
+    try:
+        return json.loads(data)
+    except ValueError:
+        ended = os.waitstatus_to_exitcode(status)
+        return {"outcome": Outcome.ERROR.value,
+                "message": f"the grading process ended with no reply (exit status {ended})"}
+
+
 def serve() -> None:
-    """The judge process's loop: one JSON request per line in, one reply per line out."""
+    """The judge process's loop: one JSON request per line in, one reply per line out.
+
+    On Linux each job is graded in a fork of this process (_graded_in_a_fork), which itself never reads
+    the salt nor a hidden test: so each grading forks its sandbox's template, sparing it torch's import
+    (client.forks_template), and starts from the same state, whatever this process graded before."""
+    forks = sys.platform == "linux"
+    if forks:
+        from .. import judge  # noqa: F401 - torch, hypothesis and the grader, imported once for every fork
+        gc.freeze()  # out of the forks' collections' sight, which would copy their pages
     replies = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
-        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-            reply = _grade_request(request)
+        reply = _graded_in_a_fork(request) if forks else _quietly(request)
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
@@ -251,6 +298,7 @@ def _stop(processes: list[subprocess.Popen]) -> None:
             _signal(process, signal.SIGKILL)
             process.wait()
         kill_judge(process.pid)
+    kill_gone_judges()  # those of its gradings (forks of it, killed with it)
 
 
 def _signal(process: subprocess.Popen, number: int) -> None:

@@ -291,6 +291,12 @@ def kill_judge(pid: int) -> None:
     _remove_tree(folders)
 
 
+def kill_gone_judges() -> None:
+    """Kill every process in the groups of judges that are gone, and remove them: grade-all's backstop
+    for a grading process killed with the judge process that forked it."""
+    _sweep(list(_hierarchies()))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -282,12 +282,23 @@ def stay_with_parent(request_fd: int) -> None:
     judge went before that, look at the request pipe (or the template's control socket): the judge is
     the only one at its other end, so it is hung up once the judge is gone (and a process exits its
     files before its children get their signal)."""
-    if _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    _killed_with_parent()
     poller = select.poll()
     poller.register(request_fd, select.POLLIN)
     if any(events & select.POLLHUP for _, events in poller.poll(0)):
         os._exit(1)
+
+
+def die_with_parent(parent: int) -> None:
+    """Die with `parent`, the process that forked this one: killed when it ends, or now if it has."""
+    _killed_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _killed_with_parent() -> None:
+    if _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 def take_channel() -> tuple[io.FileIO, io.FileIO]:

@@ -27,8 +27,8 @@ import io
 import json
 import os
 import signal
-import site
 import socket
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -131,16 +131,17 @@ def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cw
     (client.forks_template); the environment goes, in os.environ and in the block the process started
     with, replaced by `environment` (_forget_environment)."""
     from . import worker  # noqa: F401 - loaded here: the grader's files are out of the template's sight
+    path = _launched_path(environment)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the fork would write what the judge had not yet
     pid = os.fork()
     if pid:
         return pid
-    _exit_after(lambda: _become_template(c, control, log, environment, cwd, group))  # never back to the judge
+    _exit_after(lambda: _become_template(c, control, log, environment, cwd, group, path))  # never back
 
 
 def _become_template(c: Confinement, control: int, log: int, environment: dict[str, str], cwd: str,
-                     group: Any) -> int:
+                     group: Any, path: list[str]) -> int:
     """The fork of `fork`: confined as a launched template is, then `main`; the exit status."""
     os.setsid()
     if group is not None:
@@ -157,7 +158,7 @@ def _become_template(c: Confinement, control: int, log: int, environment: dict[s
         if callable(signal.getsignal(number)):
             signal.signal(number, signal.SIG_DFL)
     _forget_environment(environment)
-    _launched_path()
+    sys.path[:] = path
     os.chdir(cwd)
     if c.mode in ("root", "userns"):
         enter_namespaces(c.mode)
@@ -170,14 +171,15 @@ def _become_template(c: Confinement, control: int, log: int, environment: dict[s
     return 0
 
 
-def _launched_path() -> None:
-    """sys.path as a launched template's `python -P -s` has it: without the judge's working directory or
-    script folder, and without the user's site-packages, so that a submission's absolute import finds
-    in a forked worker what it finds in a launched one."""
-    left_out = {site.getusersitepackages()} if site.ENABLE_USER_SITE else set()
-    if not sys.flags.safe_path:
-        left_out |= {"", os.getcwd(), os.path.dirname(os.path.abspath(sys.argv[0]))}
-    sys.path[:] = [entry for entry in sys.path if entry not in left_out]
+def _launched_path(environment: dict[str, str]) -> list[str]:
+    """sys.path as a launched template's `python -P -s` has it in `environment` (its PYTHONPATH): without
+    the judge's working directory or script folder (wherever the judge has gone since it started), the
+    user's site-packages, or what the judge's own program added; so that a submission's absolute import
+    finds in a forked worker what it finds in a launched one."""
+    command = [sys.executable, "-P", "-s", "-c", "import json, sys; print(json.dumps(sys.path))"]
+    shown = subprocess.run(command, env={"PYTHONPATH": environment.get("PYTHONPATH", "")},
+                           capture_output=True, check=True)
+    return json.loads(shown.stdout)
 
 
 def _forget_environment(environment: dict[str, str]) -> None:

@@ -18,6 +18,8 @@ import pytest
 
 from attacks import OVERSIZED, bzip2_npz, declared_gigabytes, deep_nesting, forged, millions_of_objects
 from grader import salt
+from grader.grading import GradeOptions
+from grader.instructor import runner
 from grader.sandbox import client, protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import SANDBOX, Limits
@@ -237,7 +239,8 @@ SPY = textwrap.dedent(f"""\
             copies += ctypes.string_at(start, end - start).count(secret)
     stat = open("/proc/self/stat").read().rpartition(")")[2].split()
     block = ctypes.string_at(int(stat[47]), int(stat[48]) - int(stat[47]))
-    raise RuntimeError("SPY" + json.dumps({{"forked": "grader.judge" in sys.modules, "copies": copies,
+    forked = "grader.sandbox.client" in sys.modules  # the judge's module: a launched template has none
+    raise RuntimeError("SPY" + json.dumps({{"forked": forked, "copies": copies,
                                            "block": block.replace(b"\\0", b"").decode(),
                                            "environ": sorted(os.environ), "path": sys.path}}))
     """)
@@ -251,8 +254,21 @@ def _spied(folder: Path, command: str) -> dict:
     card = folder.parent / f"card-{command}.json"
     subprocess.run([sys.executable, "-m", "grader.cli", command, "--only", "attention", "--json", str(card),
                     str(folder)], env=env, check=True, capture_output=True, cwd=ROOT)
-    message = json.loads(card.read_text())["tests"][0]["message"]
+    return _spy_report(json.loads(card.read_text()))
+
+
+def _spy_report(card: dict) -> dict:
+    message = card["tests"][0]["message"]
     return json.loads(message[message.index("SPY") + 3:message.rindex("}") + 1])
+
+
+def _saw_nothing_of_the_judge(seen: dict, scratch: Path) -> None:
+    home = f"{SANDBOX}/home" if mode() in ("root", "userns") else "/home"
+    assert seen["forked"]
+    assert seen["environ"] == sorted(client._environment(scratch, home))
+    assert seen["block"] == ""
+    assert seen["copies"] <= 2, "the secret's bytes: the spy's own, and its string's"
+    assert str(ROOT) not in seen["path"], "the judge's working directory is not searched"
 
 
 @pytest.mark.sandbox
@@ -267,13 +283,52 @@ def test_a_grading_forks_its_template_from_the_judge_and_leaves_it_nothing_of_th
     spy = tmp_path / "spy"
     spy.mkdir()
     (spy / "attention.py").write_text(SPY)
-    seen = _spied(spy, command)
-    home = f"{SANDBOX}/home" if mode() in ("root", "userns") else "/home"
-    assert seen["forked"]
-    assert seen["environ"] == sorted(client._environment(tmp_path, home))
-    assert seen["block"] == ""
-    assert seen["copies"] <= 2, "the secret's bytes: the spy's own, and its string's"
-    assert str(ROOT) not in seen["path"], "the judge's working directory is not searched"
+    _saw_nothing_of_the_judge(_spied(spy, command), tmp_path)
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+def test_a_forked_and_a_launched_template_give_their_workers_the_same_paths_and_environment(tmp_path,
+                                                                                          monkeypatch):
+    """Whichever way its template started, a worker sees the same sys.path and environment: a submission
+    imports in a grading's worker what it imports in any other's."""
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "attention.py").write_text(SPY)
+    seen = {}
+    for forked in (True, False):
+        monkeypatch.setattr(client, "forks_template", lambda forked=forked: forked)
+        box = Sandbox(spy, tmp_path)
+        try:
+            with pytest.raises(StudentError) as error:
+                box.request({"op": "import", "module": "attention"}, 60)
+        finally:
+            box.close()
+        seen[forked] = _spy_report({"tests": [{"message": error.value.message}]})
+        seen[forked]["path"] = [entry.replace(str(box.area), "AREA") for entry in seen[forked]["path"]]
+    assert seen[True]["forked"] and not seen[False]["forked"]
+    assert seen[True]["path"] == seen[False]["path"] and seen[True]["environ"] == seen[False]["environ"]
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+def test_each_grading_of_a_class_forks_its_template_and_leaves_it_nothing_of_the_judges_environment(
+        tmp_path, monkeypatch):
+    """grade-all's judge process grades each job in a fork of itself, which has read neither the salt nor
+    a hidden test: the second submission it grades forks its template as the first did, and neither
+    worker finds a copy of the salt, which is in the judge process's environment."""
+    monkeypatch.setenv("GRADER_SALT", SECRET)
+    monkeypatch.setenv("MY_SECRET", SECRET)
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "attention.py").write_text(SPY)
+    name, data = runner.payload(spy)
+    jobs = [runner.Job(name, data, GradeOptions(components=("attention",)))] * 2
+    results = [result for _, result in runner.grade_jobs(jobs, workers=1)]  # one judge process grades both
+    assert [result["outcome"] for result in results] == ["graded"] * 2
+    for result in results:
+        _saw_nothing_of_the_judge(_spy_report(result["card"]), tmp_path)
 
 
 FORGETS = textwrap.dedent("""\
