@@ -3,6 +3,7 @@
 The command line (`grader grade`, `grader check`) and the class runner (grader/instructor/runner.py)
 both call it, so a class graded in parallel or on a cluster gets exactly what `grader grade` gives.
 """
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -80,6 +81,8 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
             from .scoring import scorecard
 
             sandbox.start()  # its template forked from this process: torch is imported, nothing hidden yet
+            if not gc.get_freeze_count():  # once a process, before any grading's garbage: torch's objects,
+                gc.freeze()  # which live as long as the process, out of every full collection's walk
 
             card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
                                    timeout_scale=options.timeout_scale, wall_scale=options.wall_scale,
