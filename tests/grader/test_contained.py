@@ -6,6 +6,7 @@ the host filled. What needs root, namespaces or cgroups is skipped elsewhere, sa
 """
 import ctypes
 import ctypes.util
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from attacks import call, contained_code, fresh_marker, state, survivors
+from grader.grading import GradeOptions
 from grader.sandbox import cgroup
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
@@ -158,20 +160,35 @@ JUDGE = textwrap.dedent("""\
     """)
 
 
+def _judge_process(template: str, submission: Path, scratch: Path) -> subprocess.Popen:
+    """A judge importing `submission` with its template launched or forked, or grade-all's judge process
+    ("runner": the grading in a fork of it), in a session of its own."""
+    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
+    if template != "runner":
+        return subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(scratch), template],
+                                start_new_session=True, env=env)
+    judge = subprocess.Popen([sys.executable, "-m", "grader.instructor.runner"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, start_new_session=True, env=env, text=True)
+    options = GradeOptions(components=("attention",)).to_json()
+    judge.stdin.write(json.dumps({"folder": str(submission.parent), "name": submission.name,
+                                  "options": options}) + "\n")
+    judge.stdin.flush()
+    return judge
+
+
 @ISOLATED
-@pytest.mark.parametrize("template", ["launched", "forked"])
+@pytest.mark.parametrize("template", ["launched", "forked", "runner"])
 def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, template):
     """The judge SIGKILLed while the submission's import hangs, after it started a child and a
     daemon (the OOM killer or grade-all's backstop would): 5 s later none of its processes is left,
-    whether the sandbox's template was launched (a grade) or forked from the judge (`grader check`)."""
+    whether the sandbox's template was launched (a process that has graded before) or forked from the
+    judge (a grading's), or the judge is grade-all's judge process, which grades in a fork of itself."""
     submission = tmp_path / "submission"
     submission.mkdir()
     hang = "escape()\nwhile True:\n    time.sleep(1)\n"
     (submission / "attention.py").write_text(contained_code(MARKER) + hang)
     (tmp_path / "scratch").mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "GRADER_SALT"}
-    judge = subprocess.Popen([sys.executable, "-c", JUDGE, str(submission), str(tmp_path / "scratch"),
-                              template], start_new_session=True, env=env)
+    judge = _judge_process(template, submission, tmp_path / "scratch")
     try:
         deadline = time.monotonic() + 120
         while len(survivors(MARKER)) < 2 and time.monotonic() < deadline:
@@ -180,7 +197,7 @@ def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, tem
         grading = _descendants(judge.pid)
         children = Path(f"/proc/{judge.pid}/task/{judge.pid}/children").read_text().split()
         names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in [judge.pid, *children]}
-        assert (len(names) == 1) == (template == "forked"), names  # a fork has the judge's name, unshare not
+        assert (len(names) == 1) == (template != "launched"), names  # a fork has the judge's name
         os.kill(judge.pid, signal.SIGKILL)
         judge.wait()
         time.sleep(5)
@@ -191,6 +208,7 @@ def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, tem
             judge.kill()
         judge.wait()
         cgroup.kill_judge(judge.pid)  # what grade-all's backstop does; here only if the test failed
+        cgroup.kill_gone_judges()
 
 
 @_groups_with()
