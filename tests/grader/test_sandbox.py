@@ -228,15 +228,24 @@ def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submi
 
 SECRET = "hunter2-0123456789abcdef"
 """What the judge's environment holds, as MY_SECRET and as the salt; SPY looks for copies of it."""
-SPY = textwrap.dedent(f"""\
-    import ctypes, json, os, sys
+COPIES = textwrap.dedent("""\
+    import ctypes
+
+    def copies(secret: bytes) -> int:
+        \"\"\"How many times `secret` is in this process's writable memory.\"\"\"
+        found = 0
+        for line in open("/proc/self/maps"):
+            span, permissions = line.split()[:2]
+            start, end = (int(x, 16) for x in span.split("-"))
+            if permissions.startswith("rw") and end - start < 1 << 30:
+                found += ctypes.string_at(start, end - start).count(secret)
+        return found
+    """)
+"""Python source: the memory scan of SPY and FORGETS."""
+SPY = COPIES + textwrap.dedent(f"""\
+    import json, os, sys
     secret = "".join(map(chr, {[ord(c) for c in SECRET]})).encode()  # not a constant of this file
-    copies = 0
-    for line in open("/proc/self/maps"):
-        span, permissions = line.split()[:2]
-        start, end = (int(x, 16) for x in span.split("-"))
-        if permissions.startswith("rw") and end - start < 1 << 30:
-            copies += ctypes.string_at(start, end - start).count(secret)
+    copies = copies(secret)
     stat = open("/proc/self/stat").read().rpartition(")")[2].split()
     block = ctypes.string_at(int(stat[47]), int(stat[48]) - int(stat[47]))
     forked = "grader.sandbox.client" in sys.modules  # the judge's module: a launched template has none
@@ -310,7 +319,6 @@ def test_a_forked_and_a_launched_template_give_their_workers_the_same_paths_and_
     assert seen[True]["path"] == seen[False]["path"] and seen[True]["environ"] == seen[False]["environ"]
 
 
-@pytest.mark.slow
 @pytest.mark.sandbox
 @pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 def test_each_grading_of_a_class_forks_its_template_and_leaves_it_nothing_of_the_judges_environment(
@@ -331,19 +339,13 @@ def test_each_grading_of_a_class_forks_its_template_and_leaves_it_nothing_of_the
         _saw_nothing_of_the_judge(_spy_report(result["card"]), tmp_path)
 
 
-FORGETS = textwrap.dedent("""\
-    import ctypes, sys
+FORGETS = COPIES + textwrap.dedent("""\
+    import sys
     from grader.sandbox import template
 
     template._forget_environment({"PATH": "/usr/bin"})
     secret = bytes(c - 1 for c in bytes.fromhex(sys.argv[1]))  # no str of it: the bytes searched for alone
-    found = 0
-    for line in open("/proc/self/maps"):
-        span, permissions = line.split()[:2]
-        start, end = (int(x, 16) for x in span.split("-"))
-        if permissions.startswith("rw") and end - start < 1 << 30:
-            found += ctypes.string_at(start, end - start).count(secret)
-    print(found - 1)
+    print(copies(secret) - 1)
     """)
 
 
