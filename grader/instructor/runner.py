@@ -239,7 +239,12 @@ def _graded_in_a_fork(request: dict) -> dict:
     without a reply. On Ctrl-C (the child gets it too) it waits for the child to stop its sandbox."""
     reading, writing = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare: graded here (its template launched: this process reads the salt)
+        os.close(reading)
+        os.close(writing)
+        return _quietly(request)
     if pid == 0:
         status = 1
         try:
