@@ -365,7 +365,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     end past it is not run (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
     is this submission's, if the caller started it already (grading.grade does); the judge closes it.
     """
-    with _one_thread(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+    with _one_thread(), without_local_constants(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
             sandbox.start()  # before the salt and the hidden tests are read: its template may be forked

@@ -53,6 +53,9 @@ GO = {"op": "go"}
 """The first request a forked worker reads (template.py): the judge has put it in its control group, and
 it may import the submission."""
 _LENGTH = struct.Struct(">Q")
+PLAIN = frozenset({type(None), bool, int, float, str})
+"""The exact types of values that cross as themselves: each side's walkers take them first, by type
+alone (thousands of values a grade; a Handle, an int subclass, is not one of them)."""
 
 
 class ProtocolError(RuntimeError):
@@ -86,6 +89,8 @@ def encode(value: Any) -> bytes:
     def pack(v: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
+        if type(v) in PLAIN:
+            return v
         if isinstance(v, Handle):
             return {"$handle": int(v), "kind": v.kind}
         if isinstance(v, np.ndarray):
@@ -138,14 +143,16 @@ def decode(body: bytearray | bytes) -> Any:
     def unpack(v: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
-        if isinstance(v, list):
+        kind = type(v)  # what json.loads makes: exactly list, dict, str, int, float, bool, None
+        if kind is list:
             return [unpack(x, depth + 1) for x in v]
-        if isinstance(v, dict):
-            if set(v) == {"$array"} and type(v["$array"]) is int and 0 <= v["$array"] < len(arrays):
+        if kind is dict:
+            keys = len(v)
+            if keys == 1 and "$array" in v and type(v["$array"]) is int and 0 <= v["$array"] < len(arrays):
                 return arrays[v["$array"]]
-            if set(v) == {"$handle", "kind"} and type(v["$handle"]) is int:
+            if keys == 2 and "$handle" in v and "kind" in v and type(v["$handle"]) is int:
                 return Handle(v["$handle"], str(v["kind"]))
-            if set(v) == {"$tuple"} and isinstance(v["$tuple"], list):
+            if keys == 1 and "$tuple" in v and type(v["$tuple"]) is list:
                 return tuple(unpack(x, depth + 1) for x in v["$tuple"])
             return {k: unpack(x, depth + 1) for k, x in v.items()}
         return v

@@ -28,7 +28,7 @@ from . import eager
 from .forbidden import forbid
 from .jail import Limits
 from .loader import import_module, import_package
-from .protocol import BLOCKED, TIME_LIMIT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
+from .protocol import BLOCKED, PLAIN, TIME_LIMIT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": eager.manual_seed,  # the CPU's generator alone: see eager.py
@@ -91,6 +91,8 @@ class Session:
 
     # -- values in and out -------------------------------------------------------------
     def to_torch(self, value: Any) -> Any:
+        if type(value) in PLAIN:
+            return value
         if isinstance(value, Handle):
             return self.objects[int(value)]
         if isinstance(value, np.ndarray):
@@ -104,6 +106,8 @@ class Session:
         return value
 
     def to_data(self, value: Any) -> Any:
+        if type(value) in PLAIN:
+            return value
         if isinstance(value, torch.Tensor) and value.layout is torch.strided and not value.is_quantized \
                 and value.device.type == "cpu":
             return value.detach().resolve_conj().resolve_neg().numpy().copy()

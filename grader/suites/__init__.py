@@ -30,10 +30,10 @@ GRADER_SETTINGS = settings(
 submission gets the same examples every run of one deployment."""
 
 
-def _local_constants_hook() -> tuple[Any, Any] | None:
-    """hypothesis's module that draws constants of "local" modules, and an empty pool of them; None
-    for a version that collects none, or one whose internals used here changed (then
-    tests/grader/test_draws.py fails, if local constants are still drawn)."""
+def _local_constants_hook() -> Any:
+    """hypothesis's module that draws constants of "local" modules; None for a version that collects
+    none, or one whose internals used here changed (then tests/grader/test_draws.py fails, if local
+    constants are still drawn)."""
     try:
         from hypothesis.internal.conjecture import providers
         from hypothesis.internal.constants_ast import Constants
@@ -41,12 +41,26 @@ def _local_constants_hook() -> tuple[Any, Any] | None:
         return None
     if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
         return None
-    return providers, Constants()
+    if _NO_LOCAL_CONSTANTS.pool is None:
+        _NO_LOCAL_CONSTANTS.pool = Constants()
+    return providers
+
+
+class _EmptyPool:
+    """Stands in for hypothesis's `_get_local_constants`: the pool of local constants is empty."""
+
+    pool: Any = None
+
+    def __call__(self) -> Any:
+        return self.pool
+
+
+_NO_LOCAL_CONSTANTS = _EmptyPool()
 
 
 @contextmanager
 def without_local_constants() -> Iterator[None]:
-    """Draw no constants of local modules while a case runs.
+    """Draw no constants of local modules while a case (or a whole grading) runs.
 
     hypothesis draws a constant with probability 0.05 a draw, half the time one of the code under
     test: the ints, floats and strings in the source of each module in sys.modules whose file is
@@ -54,15 +68,15 @@ def without_local_constants() -> Iterator[None]:
     editable). The hidden inputs would then depend on the installation and on which modules are
     loaded, not on the salt alone, and a fresh folder would pay for parsing them (and get a
     .hypothesis/constants/ cache). hypothesis has no setting for this: its hook gets an empty pool
-    for the duration.
+    for the duration. Nested, it changes nothing: the pools hypothesis caches meanwhile (global
+    constants filtered per kind of draw) stay valid for every case of a grading.
     """
-    found = _local_constants_hook()
-    if found is None:
+    providers = _local_constants_hook()
+    if providers is None or providers._get_local_constants is _NO_LOCAL_CONSTANTS:
         yield
         return
-    providers, empty = found
     hook = providers._get_local_constants
-    providers._get_local_constants = lambda: empty
+    providers._get_local_constants = _NO_LOCAL_CONSTANTS
     providers.CONSTANTS_CACHE.cache.clear()  # its pools may hold local constants drawn before
     try:
         yield

@@ -82,3 +82,25 @@ def test_grader_experiments_is_still_a_command(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "experiments" in capsys.readouterr().out
+
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("command", ["check", "grade"])
+def test_a_grading_command_skips_the_teardown_but_not_its_exit_handlers_or_output(tmp_path, command):
+    """`grader check` and `grader grade` end by os._exit (cli.QUICK_EXIT): their exit handlers still
+    run (this judge's control groups are gone, where it could make them), and everything they print
+    or write arrives."""
+    from grader.sandbox import cgroup
+
+    card = tmp_path / "card.json"
+    process = subprocess.Popen([sys.executable, "-m", "grader.cli", command, str(ROOT / "solutions"),
+                                "--only", "quiz", "--json", str(card)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err
+    last = out.splitlines()[-1]
+    assert last.startswith("isolation: ") if command == "check" else "total" in last, out
+    written = json.loads(card.read_text())
+    assert written["score"] == written["max_score"] > 0
+    assert not [folder for _, folder in cgroup._judge_folders(process.pid) if folder.exists()]
