@@ -3,8 +3,9 @@ student loop: `grader check` on the untouched stubs and `grader check --only att
 reference. Targets (idle 2-core machine): grade <= 30 s, check on the stubs < 3 s, check of
 attention < 6 s. CPU time (both processes) is shown too: on a machine that others load, it tells
 what the wall time would be on an idle one better than the wall time does; and so does its ratio
-to the CPU time of `python -c "import torch, numpy, hypothesis"` measured in the same run (issue 22's
-targets: grade <= 4x, check of the reference <= 3x). As root, a command's CPU time is read from a
+to the CPU time of `python -c "import torch, numpy, hypothesis"` measured in the same round, just
+before (issue 22's targets: grade <= 4x, check of the reference <= 3x): the median ratio over the
+rounds, and their range. As root, a command's CPU time is read from a
 control group of its own (its workers' groups nest in it): a worker killed in its PID namespace is
 never waited for, so its CPU time is missing from getrusage's count of the children.
 
@@ -13,6 +14,7 @@ never waited for, so its CPU time is missing from getrusage's count of the child
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -79,7 +81,8 @@ def import_cpu() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds: the import, then each command (the best times and the median ratio)")
     parser.add_argument("--student-loop", action="store_true", help="only the two `grader check` commands")
     args = parser.parse_args()
     commands = {
@@ -91,14 +94,21 @@ def main() -> None:
             print(f"  {component:<12} {seconds:6.1f} s")
         commands = {"grader grade solutions": ("grade", str(ROOT / "solutions")),
                     "grader check solutions": ("check", str(ROOT / "solutions")), **commands}
-    unit = min(import_cpu() for _ in range(args.repeat))
-    print(f"{'import torch, numpy, hypothesis':<42} {unit:12.2f} s CPU (the unit below)")
-    for label, command in commands.items():
-        runs = [command_seconds(*command) for _ in range(args.repeat)]
-        wall, cpu = min(runs)
-        print(f"{label:<42} {wall:6.1f} s wall, {cpu:5.1f} s CPU = {cpu / unit:4.1f}x the import "
-              f"(best of {len(runs)})")
-
+    # Rounds: the import, then each command once, so that each ratio is to an import measured beside it
+    # (this machine's speed drifts within minutes: a unit measured once, first, skews every ratio)
+    units: list[float] = []
+    runs: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    for _ in range(args.repeat):
+        units.append(import_cpu())
+        for label, command in commands.items():
+            wall, cpu = command_seconds(*command)
+            runs[label].append((wall, cpu, cpu / units[-1]))
+    print(f"{'import torch, numpy, hypothesis':<42} {min(units):12.2f} s CPU (the unit; "
+          f"{min(units):.2f} to {max(units):.2f} s over {len(units)} rounds)")
+    for label, done in runs.items():
+        walls, cpus, ratios = (sorted(column) for column in zip(*done, strict=True))
+        print(f"{label:<42} {walls[0]:6.1f} s wall, {cpus[0]:5.1f} s CPU (best of {len(done)}) = "
+              f"{statistics.median(ratios):4.1f}x the import (median; {ratios[0]:.1f}x to {ratios[-1]:.1f}x)")
 
 if __name__ == "__main__":
     main()

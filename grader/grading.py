@@ -66,6 +66,7 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
     are asked for where they are not installed (a student release), SandboxUnavailable when the
     sandbox cannot run here as asked (or cannot keep the hidden tests hidden: sandbox_mode).
     """
+    from .sandbox.affinity import one_cpu
     from .sandbox.client import FORKED_MODES, Sandbox
     from .submission import unpack
 
@@ -80,13 +81,15 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
             from .judge import judge
             from .scoring import scorecard
 
-            sandbox.start()  # its template forked from this process: torch is imported, nothing hidden yet
-            if not gc.get_freeze_count():  # once a process, before any grading's garbage: torch's objects,
-                gc.freeze()  # which live as long as the process, out of every full collection's walk
+            with one_cpu():  # the judge and its workers take turns: on one CPU (sandbox/affinity.py)
+                sandbox.start()  # its template forked from here: torch is imported, nothing hidden yet
+                if not gc.get_freeze_count():  # once a process, before any grading's garbage: torch's
+                    gc.freeze()  # objects, which live as long as the process, out of every full collection
 
-            card = scorecard(judge(directory, public_only=options.public_only, components=options.components,
-                                   timeout_scale=options.timeout_scale, wall_scale=options.wall_scale,
-                                   on_result=on_result, sandbox=sandbox, deadline=deadline))
+                card = scorecard(judge(directory, public_only=options.public_only,
+                                       components=options.components, timeout_scale=options.timeout_scale,
+                                       wall_scale=options.wall_scale, on_result=on_result, sandbox=sandbox,
+                                       deadline=deadline))
         finally:  # the judge closes it too: this is for an interruption (Ctrl-C) before the judge runs
             sandbox.close()
         card.sandbox = sandbox.isolation()
