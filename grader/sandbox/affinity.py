@@ -28,8 +28,8 @@ except ImportError:  # Windows
 def _current_cpu() -> int | None:
     """The CPU this thread runs on (Linux's /proc), None where it cannot tell."""
     try:
-        stat = Path("/proc/thread-self/stat").read_text()
-        return int(stat.rpartition(")")[2].split()[36])  # field 39, "processor"
+        line = Path("/proc/thread-self/stat").read_text()
+        return int(line.rpartition(")")[2].split()[36])  # field 39, "processor"
     except (OSError, ValueError, IndexError):
         return None
 
