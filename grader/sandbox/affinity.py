@@ -63,7 +63,7 @@ def _lock_folder() -> Path | None:
 def _claim() -> tuple[int, int] | None:
     """(CPU, its lock's descriptor): the first allowed CPU from the one this thread runs on that no
     other grading holds; None where there is none, or where this process cannot pin itself."""
-    if fcntl is None or not hasattr(os, "sched_setaffinity"):
+    if fcntl is None or not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
         return None
     allowed = sorted(os.sched_getaffinity(0))
     current = _current_cpu()
