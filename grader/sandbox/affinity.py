@@ -6,23 +6,22 @@ an idle one; on one CPU each hand-over is a switch on that CPU. Measured on the 
 development machine, CPU of the command and its workers: `grader grade solutions` 11.3 to 11.9 s free,
 8.1 to 8.3 s on one CPU; `grader check solutions` 5.6 to 6.0 s against 4.6 s (docs/performance.md).
 
-Gradings side by side (grade-all's `--jobs`, the tests' processes) each claim a CPU of their own: a lock
-file per CPU in a folder of this user's, held while the grading runs (released by the kernel if the
-process dies). Where every allowed CPU is claimed, or where a process cannot pin itself (macOS,
+Gradings side by side (grade-all's `--jobs`, the tests' processes) each claim a CPU of their own: an
+abstract Unix socket per CPU (CLAIM), bound while the grading runs and gone with its process, which leaves
+no file anywhere. Where every allowed CPU is claimed, or where a process cannot pin itself (macOS,
 Windows), the grading runs unpinned, as before. Time limits count CPU time and leave out the time a
 worker waited for a CPU (docs/grading.md, "Time limits"): no verdict depends on where it runs.
 """
 import contextlib
 import os
-import stat
-import tempfile
+import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
+CLAIM = "grader-cpu-{uid}-{cpu}"
+"""The abstract socket name (Linux's abstract namespace: no file, per network namespace) that claims a CPU
+for one grading of this user's."""
 
 
 def _current_cpu() -> int | None:
@@ -34,47 +33,32 @@ def _current_cpu() -> int | None:
         return None
 
 
-def _claimed(cpu: int, folder: Path) -> int | None:
-    """A file descriptor holding CPU `cpu`'s lock, None if another grading holds it (or it cannot be
-    opened)."""
+def _claimed(cpu: int) -> socket.socket | None:
+    """A socket bound to CPU `cpu`'s claim, None if another grading holds it."""
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        descriptor = os.open(folder / f"cpu-{cpu}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        claim.bind("\0" + CLAIM.format(uid=os.getuid(), cpu=cpu))
     except OSError:
+        claim.close()
         return None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(descriptor)
-        return None
-    return descriptor
+    return claim
 
 
-def _lock_folder() -> Path | None:
-    """This user's folder of CPU locks, made if missing; None if it cannot be made or is not theirs."""
-    folder = Path(tempfile.gettempdir()) / f"grader-cpus-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        found = folder.lstat()  # a link, or a folder another user made first: not used
-    except OSError:
-        return None
-    return folder if stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() else None
-
-
-def _claim() -> tuple[int, int] | None:
-    """(CPU, its lock's descriptor): the first allowed CPU from the one this thread runs on that no
-    other grading holds; None where there is none, or where this process cannot pin itself."""
-    if fcntl is None or not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
+def _claim() -> tuple[int, socket.socket] | None:
+    """(CPU, its claim): the first allowed CPU from the one this thread runs on that no other grading
+    holds; None where there is none, or where this process cannot pin itself."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "sched_getaffinity")
+            and hasattr(os, "sched_setaffinity")):
         return None
     allowed = sorted(os.sched_getaffinity(0))
     current = _current_cpu()
-    folder = _lock_folder() if len(allowed) > 1 and current in allowed else None
-    if folder is None:
+    if len(allowed) < 2 or current not in allowed:
         return None
     start = allowed.index(current)
     for cpu in allowed[start:] + allowed[:start]:
-        descriptor = _claimed(cpu, folder)
-        if descriptor is not None:
-            return cpu, descriptor
+        claim = _claimed(cpu)
+        if claim is not None:
+            return cpu, claim
     return None
 
 
@@ -87,7 +71,7 @@ def one_cpu() -> Iterator[int | None]:
     if claimed is None:
         yield None
         return
-    cpu, descriptor = claimed
+    cpu, claim = claimed
     allowed = os.sched_getaffinity(0)
     try:
         try:
@@ -101,4 +85,4 @@ def one_cpu() -> Iterator[int | None]:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, allowed)
     finally:
-        os.close(descriptor)
+        claim.close()

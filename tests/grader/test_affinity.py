@@ -4,7 +4,6 @@ import json
 import os
 import textwrap
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +16,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.s
 
 
 @pytest.fixture
-def locks(tmp_path, monkeypatch) -> Path:
-    """A folder of CPU locks of this test's own, out of other gradings' way (pytest -n 2)."""
-    folder = tmp_path / "locks"
-    folder.mkdir()
-    monkeypatch.setattr(affinity, "_lock_folder", lambda: folder)
-    return folder
+def locks(tmp_path, monkeypatch) -> None:
+    """Claims of this test's own, out of other gradings' way (pytest -n 2)."""
+    monkeypatch.setattr(affinity, "CLAIM", f"grader-test-{tmp_path.name}-{os.getpid()}-{{uid}}-{{cpu}}")
 
 
 def test_one_cpu_pins_to_one_allowed_cpu_then_gives_the_others_back(locks):
@@ -56,13 +52,6 @@ def test_gradings_side_by_side_claim_different_cpus_and_none_past_the_last(locks
         for holder in holders:
             holder.join()
     assert sorted(claimed) == sorted(allowed)
-
-
-def test_a_lock_folder_that_cannot_be_had_leaves_the_grading_unpinned(monkeypatch):
-    monkeypatch.setattr(affinity, "_lock_folder", lambda: None)
-    before = os.sched_getaffinity(0)
-    with affinity.one_cpu() as cpu:
-        assert cpu is None and os.sched_getaffinity(0) == before
 
 
 PROBE = textwrap.dedent("""\
