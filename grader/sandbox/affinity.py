@@ -34,8 +34,12 @@ def _current_cpu() -> int | None:
 
 
 def _claimed(cpu: int) -> socket.socket | None:
-    """A socket bound to CPU `cpu`'s claim, None if another grading holds it."""
-    claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    """A socket bound to CPU `cpu`'s claim, None if another grading holds it (or no socket can be made:
+    a container that refuses them)."""
+    try:
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    except OSError:
+        return None
     try:
         claim.bind("\0" + CLAIM.format(uid=os.getuid(), cpu=cpu))
     except OSError:

@@ -54,6 +54,16 @@ def test_gradings_side_by_side_claim_different_cpus_and_none_past_the_last(locks
     assert sorted(claimed) == sorted(allowed)
 
 
+def test_a_process_that_may_make_no_socket_grades_unpinned(locks, monkeypatch):
+    def refused(*args: object) -> None:
+        raise PermissionError("sockets refused")
+
+    monkeypatch.setattr(affinity.socket, "socket", refused)
+    before = os.sched_getaffinity(0)
+    with affinity.one_cpu() as cpu:
+        assert cpu is None and os.sched_getaffinity(0) == before
+
+
 PROBE = textwrap.dedent("""\
     import os
     def cpus():
