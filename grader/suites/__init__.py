@@ -5,6 +5,7 @@ diagnoses of classic mistakes). Each module registers its cases on a Suite.
 A case is a function of the Student proxy that raises checks.Failed (or lets the student's
 exception through) when the property does not hold.
 """
+import functools
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,26 +37,19 @@ def _local_constants_hook() -> Any:
     constants are still drawn)."""
     try:
         from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants
+        from hypothesis.internal.constants_ast import Constants  # noqa: F401 - there is a pool to empty
     except ImportError:
         return None
     if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
         return None
-    if _NO_LOCAL_CONSTANTS.pool is None:
-        _NO_LOCAL_CONSTANTS.pool = Constants()
     return providers
 
 
-class _EmptyPool:
-    """Stands in for hypothesis's `_get_local_constants`: the pool of local constants is empty."""
-
-    pool: Any = None
-
-    def __call__(self) -> Any:
-        return self.pool
-
-
-_NO_LOCAL_CONSTANTS = _EmptyPool()
+@functools.cache
+def _no_local_constants() -> Any:
+    """Stands in for hypothesis's `_get_local_constants`: an empty pool of local constants."""
+    from hypothesis.internal.constants_ast import Constants
+    return Constants()
 
 
 @contextmanager
@@ -72,11 +66,11 @@ def without_local_constants() -> Iterator[None]:
     constants filtered per kind of draw) stay valid for every case of a grading.
     """
     providers = _local_constants_hook()
-    if providers is None or providers._get_local_constants is _NO_LOCAL_CONSTANTS:
+    if providers is None or providers._get_local_constants is _no_local_constants:
         yield
         return
     hook = providers._get_local_constants
-    providers._get_local_constants = _NO_LOCAL_CONSTANTS
+    providers._get_local_constants = _no_local_constants
     providers.CONSTANTS_CACHE.cache.clear()  # its pools may hold local constants drawn before
     try:
         yield
