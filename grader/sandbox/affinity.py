@@ -9,7 +9,8 @@ development machine, CPU of the command and its workers: `grader grade solutions
 Gradings side by side (grade-all's `--jobs`, the tests' processes) each claim a CPU of their own: an
 abstract Unix socket per CPU (CLAIM), bound while the grading runs and gone with its process, which leaves
 no file anywhere. Where every allowed CPU is claimed, or where a process cannot pin itself (macOS,
-Windows), the grading runs unpinned, as before. Time limits count CPU time and leave out the time a
+Windows), the grading runs unpinned, as before; so too where a worker without a network namespace of its
+own ("setuid", "plain") has bound a free CPU's name. Time limits count CPU time and leave out the time a
 worker waited for a CPU (docs/grading.md, "Time limits"): no verdict depends on where it runs.
 """
 import contextlib
