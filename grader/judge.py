@@ -80,13 +80,20 @@ class GuardedStudent(Student):
         self.hangs: dict[str, str] = {}
         """Each function that ran out of time ("feedforward.FeedForward.forward"): when, and where."""
 
-    def request(self, message: dict) -> dict:
+    def _admit(self) -> None:
         if self.lost is not None:
             raise self.lost
         if self.over is not None:
             raise self.over
         if self.allowance is not None and (spent := self.sandbox.spent(self.allowance)):
             raise OutOfTime(spent)
+
+    def defer(self, message: dict) -> None:
+        self._admit()
+        super().defer(message)
+
+    def request(self, message: dict) -> dict:
+        self._admit()
         try:
             return super().request(message)
         except WorkerLost as error:
@@ -121,18 +128,34 @@ class FailingCalls:
         return ""
 
 
+def _flushing(run: Callable, student: Student) -> Callable:
+    """run, then the requests it deferred (Student.defer), whose errors come first, as they would have had
+    each been sent at once: a failure the judge finds after a deferred call gives way to that call's error."""
+    def flushed(*args: object, **kwargs: object) -> object:
+        try:
+            result = run(*args, **kwargs)
+        except Exception:
+            student.flush()
+            raise
+        student.flush()
+        return result
+    return flushed
+
+
 @contextmanager
-def _recording(test: Callable, failing: FailingCalls) -> Iterator[None]:
-    """Record every failing call of a hypothesis test in `failing`, while it runs."""
+def _recording(test: Callable, failing: FailingCalls, student: Student) -> Iterator[None]:
+    """Record every failing call of a hypothesis test in `failing`, while it runs (each example
+    flushing what it deferred)."""
     hypothesis = getattr(test, "hypothesis", None)
     if hypothesis is None:
         yield
         return
     inner = hypothesis.inner_test
+    example = _flushing(inner, student)
 
     def recorded(*args: object, **kwargs: object) -> object:
         try:
-            return inner(*args, **kwargs)
+            return example(*args, **kwargs)
         except BaseException as error:
             failing.calls.append((error, {k: v for k, v in kwargs.items() if k != "student"}))
             raise
@@ -204,13 +227,14 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
         return result(*student.broken[case.component])
     eager.manual_seed(case.seed_examples(grading_salt(case.public) if salt is None else salt))
     student.lost = student.over = student.allowance = None
+    student.deferred = []
     limit = case.timeout * timeout_scale
     failing = FailingCalls()
     try:
         student.sandbox.ready()
         student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
-        with _recording(case.run, failing), without_local_constants():
-            case.run(student)
+        with _recording(case.run, failing, student), without_local_constants():
+            _flushing(case.run, student)(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
         if isinstance(error, KeyboardInterrupt):

@@ -43,6 +43,8 @@ DTYPES = frozenset(np.dtype(name).str for name in (
     "float16", "float32", "float64", "complex64", "complex128"))
 """What arrays may hold: the numbers torch tensors hold, in this machine's byte order."""
 WAKE_SECONDS = 0.25
+READ_BYTES = 1 << 16
+"""The most the judge reads from a worker at once, until a message's body is allocated."""
 TOO_MUCH_OUTPUT = "TooMuchOutput"
 """The error type the worker reports when the student's output filled the capped log."""
 TIME_LIMIT = "TimeLimit"
@@ -279,16 +281,21 @@ class Channel:
 class PollChannel:
     """Channel's interface without threads (POSIX): both pipes non-blocking, each wait a poll() of at
     most WAKE_SECONDS until the deadline. What a send or receive did not finish by its deadline (part
-    of a message) is finished by the next one, as Channel's threads would."""
+    of a message) is finished by the next one, as Channel's threads would. A read takes up to READ_BYTES
+    at once, so a small reply comes in one read; bytes past the end of a message (only a worker that
+    writes to the channel itself sends them) wait for the next receive, as they would in the pipe."""
 
     def __init__(self, to_process: io.RawIOBase, from_process: io.RawIOBase):
         self._out, self._in = to_process, from_process
         for stream in (to_process, from_process):
             os.set_blocking(stream.fileno(), False)
         self._unsent = b""
-        self._length = bytearray()  # the incoming message's length, as far as it has come
+        self._head = bytearray()  # what came before the next message's body: its length, and maybe more
         self._body: bytearray | None = None
         self._done = 0  # bytes of _body read
+        self._readable, self._writable = select.poll(), select.poll()
+        self._readable.register(from_process.fileno(), select.POLLIN)
+        self._writable.register(to_process.fileno(), select.POLLOUT)
 
     def send(self, value: Any, deadline: float) -> None:
         """Write one message; Deadline if it is not all written by `deadline`."""
@@ -298,52 +305,55 @@ class PollChannel:
             data = data[written or 0:]
             if data and not written:
                 self._unsent = bytes(data)
-                _poll(self._out, select.POLLOUT, deadline)
+                _wait_for(self._writable, deadline)
         self._unsent = b""
 
     def receive(self, deadline: float) -> Any:
         """The next message; Deadline if it has not all arrived by `deadline` (time.monotonic())."""
         while self._body is None:
-            self._read_length(deadline)
+            self._read_head(deadline)
         while self._done < len(self._body):
             n = self._in.readinto(memoryview(self._body)[self._done:self._done + (1 << 20)])
             if n == 0:
                 raise EOFError("the other side closed the channel")
             self._done += n or 0
             if n is None:
-                _poll(self._in, select.POLLIN, deadline)
+                _wait_for(self._readable, deadline)
         body, self._body = self._body, None
         return decode(body)
 
-    def _read_length(self, deadline: float) -> None:
-        """Read the next message's length (checked before anything is allocated for its body)."""
-        part = self._in.read(_LENGTH.size - len(self._length))
-        if part == b"":
-            raise EOFError("the other side closed the channel")
-        if part is None:
-            _poll(self._in, select.POLLIN, deadline)
-            return
-        self._length += part
-        if len(self._length) == _LENGTH.size:
-            (length,) = _LENGTH.unpack(self._length)
-            self._length = bytearray()
-            if length > MAX_BYTES:
-                raise ProtocolError(f"message of {length} bytes exceeds {MAX_BYTES}")
-            self._body, self._done = bytearray(length), 0
+    def _read_head(self, deadline: float) -> None:
+        """Read the next message's length, checked before anything is allocated for its body, and what
+        of the body came with it."""
+        if len(self._head) < _LENGTH.size:
+            part = self._in.read(READ_BYTES)
+            if part == b"":
+                raise EOFError("the other side closed the channel")
+            if part is None:
+                _wait_for(self._readable, deadline)
+                return
+            self._head += part
+            if len(self._head) < _LENGTH.size:
+                return
+        (length,) = _LENGTH.unpack_from(self._head)
+        if length > MAX_BYTES:
+            raise ProtocolError(f"message of {length} bytes exceeds {MAX_BYTES}")
+        came = min(len(self._head) - _LENGTH.size, length)
+        self._body, self._done = bytearray(length), came
+        self._body[:came] = self._head[_LENGTH.size:_LENGTH.size + came]
+        del self._head[:_LENGTH.size + came]
 
     def close(self) -> None:
         for stream in (self._out, self._in):
             stream.close()
 
 
-def _poll(stream: io.RawIOBase, event: int, deadline: float) -> None:
-    """Wait until `stream` is ready for `event` (or its other end is closed), WAKE_SECONDS at most
+def _wait_for(poller: Any, deadline: float) -> None:
+    """Wait until the stream `poller` watches is ready (or its other end is closed), WAKE_SECONDS at most
     at a time; Deadline once `deadline` has passed."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise Deadline("no answer in time")
-    poller = select.poll()
-    poller.register(stream.fileno(), event)
     poller.poll(min(remaining, WAKE_SECONDS) * 1000)
 
 

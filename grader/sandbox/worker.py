@@ -28,7 +28,17 @@ from . import eager
 from .forbidden import forbid
 from .jail import Limits
 from .loader import import_module, import_package
-from .protocol import BLOCKED, PLAIN, TIME_LIMIT, TOO_MUCH_OUTPUT, Handle, ProtocolError, receive, send
+from .protocol import (
+    BLOCKED,
+    PLAIN,
+    TIME_LIMIT,
+    TOO_MUCH_OUTPUT,
+    Handle,
+    ProtocolError,
+    encode,
+    receive,
+    send,
+)
 
 FIXTURES = {
     "torch.manual_seed": eager.manual_seed,  # the CPU's generator alone: see eager.py
@@ -170,6 +180,13 @@ class Session:
         op = request["op"]
         if op == "call":
             return self.call(request)
+        if op == "batch":  # in order; the first that raises, or returns what cannot cross, ends it
+            replies = []
+            for one in request["requests"]:
+                replies.append(self.handle(one))
+                if len(replies) < len(request["requests"]):
+                    _crosses(replies[-1])
+            return replies
         if op == "getattr":
             return {"result": self.to_data(getattr(self.objects[int(request["handle"])], request["name"]))}
         if op == "import":
@@ -226,6 +243,18 @@ class Session:
                 "function": function}
 
 
+class ReturnValueError(Exception):
+    """What a call returned cannot be sent back (protocol.encode refused it)."""
+
+
+def _crosses(reply: Any) -> None:
+    """ReturnValueError unless `reply` can be sent to the judge: the error its own message would get."""
+    try:
+        encode({"ok": reply})
+    except (TypeError, ValueError, ProtocolError) as error:
+        raise ReturnValueError(f"the value returned cannot be graded: {error}") from None
+
+
 def _kind(value: Any) -> str:
     """What an object that stays in the worker is, for the judge's messages."""
     if isinstance(value, torch.Tensor):  # sparse, quantized, on the meta device, ...
@@ -273,7 +302,7 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
         try:
             send(replies, reply)
         except (TypeError, ValueError, ProtocolError) as error:
-            send(replies, {"error": {"type": "ReturnValueError", "where": "",
+            send(replies, {"error": {"type": ReturnValueError.__name__, "where": "",
                                       "message": f"the value returned cannot be graded: {error}"}})
 
 

@@ -145,7 +145,7 @@ def attention_maps_matches_model(student, config, seed):
     idx = tokens(seed, model_config["vocab_size"], B, T)
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         model = perturb_own(student.call(LM, **model_config).to(dtype), seed).train()
         shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
         maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,

@@ -211,7 +211,7 @@ def mha_dropout(student, config, seed):
                      "says more)")
         expect_close(y, expected_y, f"y in eval mode with dropout={p}", **tol, hint=hint)
     mha.train()
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     y, weights = mha(x, return_weights=True)
     expect_tensor(weights, expected_weights.shape, "weights in train mode")
     expect(not _weights_after_dropout(weights, expected_weights, p),

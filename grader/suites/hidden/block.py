@@ -94,7 +94,7 @@ def _expect_formula(student, norm, config, d_ff, activation, dtype, seed, masked
     wanted = dtype
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
                              rope=config["rope"], activation=activation)
         block = perturb_own(block.to(dtype), seed).eval()
@@ -252,7 +252,7 @@ def block_gradients(student, config, d_ff, norm, seed, biased):
     """TransformerBlock's gradients w.r.t. x and every parameter follow its own forward (float64; float32
     through your own attn and ffn's backward where they cannot run in float64)"""
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
                              rope=config["rope"])
         block = perturb_own(block.to(dtype), seed).eval()
@@ -328,7 +328,7 @@ def block_dropout_train(student, p, seed):
                    f"and yours does not: check {FORMULA['pre']}, that dropout is off in eval mode, and that "
                    "attn and ffn end with out_proj and fc2")
             block.train()
-            student.call("torch.manual_seed", seed)
+            student.manual_seed(seed)
             dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
             expect_dropout(dropped, kept, p, f"the {name} sublayer's output (set to a constant)",
                            f"one residual dropout of rate p on each sublayer's output, {FORMULA['pre']}")

@@ -123,12 +123,12 @@ def ffn_dropout_train(student, p, seed):
     b = reference.fc2.bias.detach()
     # act(fc1(x)) as the student computes it (eval mode), so that this test is about dropout alone
     a = expect_tensor(ffn(x), x.shape, "forward(x) in eval mode") - b
-    student.call("torch.manual_seed", seed + 1)
+    student.manual_seed(seed + 1)
     expect(bool(torch.equal(ffn(x) - b, a)),
            f"with dropout={p}, two calls in eval mode give different outputs: "
            "dropout must be off in eval mode (use nn.Dropout)")
     ffn.train()
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     out = expect_tensor(ffn(x), x.shape, "forward(x) in train mode")
     with torch.no_grad():
         h = reference.fc1(x)

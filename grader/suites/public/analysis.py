@@ -208,7 +208,7 @@ def attention_maps_contract(student, config, seed):
     idx = tokens(seed, model_config["vocab_size"], B, T)
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         model = student.call(LM, **model_config).to(dtype).train()
         shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
         maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,

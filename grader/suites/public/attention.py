@@ -372,7 +372,7 @@ def mha_dropout_on_weights(student, n_heads, p, seed):
     if not close(kept, shown, atol=1e-9, rtol=1e-5):
         return  # the heads themselves are wrong here: mha_heads_match_own_attention says how
     mha.train()
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     dropped = expect_tensor(mha(x), x.shape, "y in train mode") - c
     expect_dropout(dropped, kept, p, "the attention weights (seen through v_proj = out_proj = identity)",
                    f"dropout acts on {DROPPED_WEIGHTS}",

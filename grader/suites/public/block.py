@@ -179,7 +179,7 @@ def block_contract(student, config, d_ff, norm, dtype, seed):
     d_model, n_heads, B, T = config["d_model"], config["n_heads"], config["B"], config["T"]
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"]).to(dtype).eval()
         x = randn(seed, B, T, d_model, dtype=dtype)
         mask = causal(T)
@@ -232,7 +232,7 @@ def block_causal(student, config, d_ff, norm, seed):
     d_model, n_heads, B, T, t = (config[k] for k in ("d_model", "n_heads", "B", "T", "t"))
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, d_model, n_heads, d_ff, norm=norm, rope=config["rope"])
         block = block.to(dtype).eval()
         x = randn(seed, B, T, d_model, dtype=dtype)
@@ -273,7 +273,7 @@ def block_formula(student, config, d_ff, norm, dtype, seed, masked, biased):
     wanted = dtype
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, config["d_model"], config["n_heads"], d_ff, norm=norm,
                              rope=config["rope"])
         block = perturb_own(block.to(dtype), seed).eval()
@@ -316,7 +316,7 @@ def block_residual_dropout(student, norm, p, seed):
     B, T, d = _DROP_SHAPE
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block, plain = (student.call(BLOCK, d, 4, d, dropout=rate, norm=norm).to(dtype) for rate in (p, 0.0))
         block = perturb_own(block, seed)
         state = block.state_dict()
@@ -330,7 +330,7 @@ def block_residual_dropout(student, norm, p, seed):
             block.load_state_dict(_constant_sublayers(state, *constants))
             kept = expect_tensor(block.eval()(x, mask=mask), x.shape, "y in eval mode") - x
             block.train()
-            student.call("torch.manual_seed", seed)
+            student.manual_seed(seed)
             dropped = expect_tensor(block(x, mask=mask), x.shape, "y in train mode") - x
             where = f"{RESIDUAL_DROPOUT[name]}: {FORMULA[norm]}"
             if norm == "post":  # a LayerNorm follows each sum: only whether anything is dropped shows
@@ -359,7 +359,7 @@ def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
     d_model, n_heads, rope = config["d_model"], config["n_heads"], config["rope"]
 
     def check(dtype: torch.dtype) -> None:
-        student.call("torch.manual_seed", seed)
+        student.manual_seed(seed)
         block = student.call(BLOCK, d_model, n_heads, d_ff, dropout=p, norm=norm, rope=rope,
                              activation=activation)
         block = perturb_own(block.to(dtype), seed)
@@ -376,7 +376,7 @@ def block_sublayer_arguments(student, config, d_ff, norm, activation, p, seed):
 
         def run(module: Remote, train: bool, *inputs: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
             module.train(train)
-            student.call("torch.manual_seed", seed)  # both twins draw the same dropout masks
+            student.manual_seed(seed)  # both twins draw the same dropout masks
             return module(*inputs, **kwargs)
 
         def built_as(target: str, mine: Remote, actual: torch.Tensor, train: bool, inputs: tuple,

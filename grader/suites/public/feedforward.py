@@ -66,7 +66,7 @@ def ffn_value_error(student, activation, d_model):
 def ffn_position_wise(student, d_model, d_ff, B, T, seed, data):
     """FeedForward is position-wise: changing one position's input changes that position's output only"""
     b, t = data.draw(st.integers(0, B - 1), label="b"), data.draw(st.integers(0, T - 1), label="t")
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     ffn = student.call(FFN, d_model, d_ff).to(torch.float64).eval()
     x = randn(seed, B, T, d_model)
     x2 = x.clone()
@@ -91,7 +91,7 @@ ACT = {"gelu": F.gelu, "relu": F.relu}
 def ffn_matches_definition(student, d_model, d_ff, B, activation, seed):
     """FeedForward gives (F1), computed here from its own fc1 and fc2 weights, for gelu (exact) and relu
     (float64)"""
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     ffn = student.call(FFN, d_model, d_ff, activation=activation).to(torch.float64).eval()
     state = ffn.state_dict()
     expect_same_keys(state, _spec_state(d_model, d_ff), "FeedForward.state_dict()")
@@ -125,7 +125,7 @@ def ffn_dropout(student, p, seed):
     expect_close(y, plain.eval()(x), f"forward(x) in eval mode with dropout={p} (compared with your "
                  "dropout=0 module)", **EXACT._asdict(), hint=DROPOUT_OFF_IN_EVAL)
     ffn.train()
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     dropped = expect_tensor(ffn(x), x.shape, "forward(x) in train mode") - c
     h = F.linear(x, state["fc1.weight"], state["fc1.bias"])
     expect_dropout(dropped, y - c, p, "act(fc1(x)) (seen through fc2 = identity)",

@@ -85,7 +85,7 @@ def tokens(seed: int, vocab_size: int, B: int, T: int) -> torch.Tensor:
 
 def build(student: Student, config: dict, seed: int) -> Remote:
     """The student's TinyTransformerLM(**config), built after torch.manual_seed(seed) in the worker."""
-    student.call("torch.manual_seed", seed)
+    student.manual_seed(seed)
     return student.call(LM, **config)
 
 
@@ -369,7 +369,7 @@ def blocks_built_with_arguments(student, draw, seed, p, activation):
                 for training, mode in ((False, "eval"), (True, "train")):
                     outputs = []
                     for module in (block, twin):
-                        student.call("torch.manual_seed", seed)  # the same dropout masks for both
+                        student.manual_seed(seed)  # the same dropout masks for both
                         outputs.append(module.train(training)(x, mask=mask))
                     expect_close(*outputs, f"blocks[{layer}]'s output in {mode} mode (same seed) of "
                                            f"{describe(config)}, against your {arguments} with its weights",
