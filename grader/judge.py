@@ -36,7 +36,7 @@ from .sandbox.protocol import BLOCKED, TOO_MUCH_OUTPUT
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
-from .student import Student
+from .student import Student, active, settled
 from .suites import Case, all_cases, without_local_constants
 
 
@@ -128,22 +128,8 @@ class FailingCalls:
         return ""
 
 
-def _flushing(run: Callable, student: Student) -> Callable:
-    """run, then the requests it deferred (Student.defer), whose errors come first, as they would have had
-    each been sent at once: a failure the judge finds after a deferred call gives way to that call's error."""
-    def flushed(*args: object, **kwargs: object) -> object:
-        try:
-            result = run(*args, **kwargs)
-        except Exception:
-            student.flush()
-            raise
-        student.flush()
-        return result
-    return flushed
-
-
 @contextmanager
-def _recording(test: Callable, failing: FailingCalls, student: Student) -> Iterator[None]:
+def _recording(test: Callable, failing: FailingCalls) -> Iterator[None]:
     """Record every failing call of a hypothesis test in `failing`, while it runs (each example
     flushing what it deferred)."""
     hypothesis = getattr(test, "hypothesis", None)
@@ -151,7 +137,7 @@ def _recording(test: Callable, failing: FailingCalls, student: Student) -> Itera
         yield
         return
     inner = hypothesis.inner_test
-    example = _flushing(inner, student)
+    example = settled(inner)
 
     def recorded(*args: object, **kwargs: object) -> object:
         try:
@@ -233,8 +219,8 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
     try:
         student.sandbox.ready()
         student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
-        with _recording(case.run, failing, student), without_local_constants():
-            _flushing(case.run, student)(student)
+        with active(student), _recording(case.run, failing), without_local_constants():
+            settled(case.run)(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
         if isinstance(error, KeyboardInterrupt):

@@ -4,6 +4,10 @@ Tests hand torch tensors in and get torch tensors back; in between they travel a
 arrays through the protocol. Objects built by the student's code (modules) stay in the worker
 and are driven through `Remote` handles.
 """
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -36,6 +40,39 @@ def to_wire(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: to_wire(v) for k, v in value.items()}
     return value
+
+
+_ACTIVE: ContextVar["Student | None"] = ContextVar("active_student", default=None)
+
+
+def settled(run: Callable) -> Callable:
+    """run, then the calls it deferred (Student.defer) for the case that runs (`active`): their errors come
+    first, replacing a failure the judge found after them, as they would have had each call been sent at
+    once. Each example is run so, and so is each body whose errors a test catches to decide what to do
+    next (a fallback dtype, a typical input), so that it catches those errors too."""
+    @functools.wraps(run)
+    def flushed(*args: Any, **kwargs: Any) -> Any:
+        student = _ACTIVE.get()
+        try:
+            result = run(*args, **kwargs)
+        except Exception:
+            if student is not None:
+                student.flush()
+            raise
+        if student is not None:
+            student.flush()
+        return result
+    return flushed
+
+
+@contextmanager
+def active(student: "Student") -> Iterator[None]:
+    """The student whose case runs now: what `settled` flushes."""
+    token = _ACTIVE.set(student)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
 
 
 class Student:
@@ -83,8 +120,8 @@ class Student:
 
     def defer(self, message: dict) -> None:
         """Send this request with the next one: the worker runs them in order, stopping at the first
-        that raises, whose error the next request raises. Errors therefore come in the same order, and
-        the case flushes what is left at the end of each example (judge.run_case)."""
+        that raises, whose error the next request raises. Errors therefore come in the same order; what is
+        left when a body ends is flushed by `settled`."""
         self.deferred.append(to_wire(message))
         if len(self.deferred) >= DEFERRED_MAX:
             self.flush()

@@ -11,6 +11,7 @@ import torch
 
 from ..results import Failed
 from ..sandbox.client import StudentError
+from ..student import settled
 
 FALLBACK = torch.float32
 """What a test runs in when the student's own dependency cannot run in the dtype it wants."""
@@ -30,7 +31,7 @@ def runs_in(run: Callable[[torch.dtype], object], dtype: torch.dtype) -> bool:
     floating-point tensor in `dtype`. A stub or a function known to hang ends the case as it would
     anyway (the judge's CaseOver is no Exception)."""
     try:
-        result = run(dtype)
+        result = settled(run)(dtype)
     except (StudentError, Failed):
         return False
     floats = _floats(result)
@@ -51,7 +52,7 @@ def in_runnable_dtype(check: Callable[[torch.dtype], object], run: Callable[[tor
     (A check that passes in `dtype` where the probe would have chosen FALLBACK passes: the dependency then
     returns another dtype and the check holds anyway.)"""
     try:
-        check(dtype)
+        settled(check)(dtype)
     except (StudentError, Failed):
         fallback = runnable_dtype(run, dtype)
         if fallback == dtype:

@@ -13,6 +13,7 @@ from grader.results import Failed
 from grader.sandbox.client import Sandbox, StudentError
 from grader.spec import Status, Visibility
 from grader.suites import Suite
+from grader.suites.fallback import in_runnable_dtype
 from helpers import ROOT
 
 pytestmark = pytest.mark.sandbox
@@ -29,6 +30,8 @@ ODD = textwrap.dedent("""\
         CALLS.append(value)
     def noted():
         return list(CALLS)
+    def ones64():
+        return torch.ones(2, dtype=torch.float64)
     def boom():
         raise KeyError("boom")
     def deep():
@@ -67,7 +70,8 @@ def test_deferred_calls_go_with_the_next_call_in_one_message(tmp_path, monkeypat
 
     def body(student):
         student.manual_seed(3)
-        model = student.call("model.TinyTransformerLM", 5, d_model=8, n_heads=2, n_layers=1, d_ff=8, max_len=4)
+        model = student.call("model.TinyTransformerLM", 5, d_model=8, n_heads=2, n_layers=1, d_ff=8,
+                             max_len=4)
         logits = model.to(torch.float64).eval()(torch.zeros(1, 4, dtype=torch.long))
         assert logits.dtype == torch.float64
 
@@ -97,6 +101,20 @@ def test_a_deferred_call_that_raises_fails_the_case_as_if_it_had_been_sent_at_on
     assert expected.status is Status.FAILED and "ValueError: this module has no modes" in expected.message
     got = _result(deferred, odd, tmp_path)
     assert (got.status, got.message) == (expected.status, expected.message)
+
+
+@pytest.mark.parametrize("mode", ["at once", "deferred"])
+def test_a_test_that_catches_errors_to_fall_back_catches_a_deferred_calls_error(odd, tmp_path, mode):
+    def case(student):
+        """the module in a runnable dtype"""
+        def check(dtype):
+            module = student.call("model.Stubborn")
+            module.method("train", False) if mode == "at once" else module.eval()
+            raise Failed("the judge found something else first")
+        in_runnable_dtype(check, lambda dtype: student.call("model.ones64"), torch.float64)
+
+    result = _result(case, odd, tmp_path)
+    assert result.status is Status.FAILED and "ValueError: this module has no modes" in result.message
 
 
 def test_each_example_flushes_what_it_deferred(odd, tmp_path):
