@@ -24,8 +24,9 @@ RESET_SECONDS = 5.0
 REAL_KINDS = "biuf"
 """numpy's kinds of bool, int, unsigned and float arrays: what tensors may come back as."""
 DEFERRED_MAX = 16
-"""Calls whose results the tests never read (seeding the worker, setting a module's mode or dtype) wait, at
-most this many, to go with the next call in one message: a round trip each saved, thousands a grade."""
+"""Calls whose results the tests never read (seeding the worker, setting a module's mode or dtype, loading
+a state dict) wait, at most this many, to go with the next call in one message: a round trip each saved,
+thousands a grade."""
 
 
 def to_wire(value: Any) -> Any:
@@ -195,11 +196,13 @@ class Remote:
         return dict(self.method("state_dict"))
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.method("load_state_dict", dict(state))
+        self.deferred("load_state_dict", dict(state))
 
-    def deferred(self, name: str, *args: Any) -> "Remote":
-        """Call a method whose result (the module itself) the tests do not read: Student.defer."""
-        self.student.defer({"op": "call", "target": [self.handle, name], "args": list(args), "kwargs": {}})
+    def deferred(self, name: str, *args: Any, **kwargs: Any) -> "Remote":
+        """Call a method whose result the tests do not read (the module itself, load_state_dict's keys):
+        Student.defer."""
+        self.student.defer({"op": "call", "target": [self.handle, name], "args": list(args),
+                            "kwargs": kwargs})
         return self
 
     def to(self, dtype: torch.dtype) -> "Remote":

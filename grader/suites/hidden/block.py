@@ -185,11 +185,11 @@ def expect_gradients_follow_forward(module: Remote, args: list, kwargs: dict, gr
         """d/de <grad_out, forward(x + e dx; params + e dparams)> at e = 0."""
         sums = []
         for sign in (1.0, -1.0):
-            module.method("load_state_dict", {n: params[n] + sign * FD_STEP * d for n, d in dparams.items()},
-                          strict=False)
+            moved = {n: params[n] + sign * FD_STEP * d for n, d in dparams.items()}
+            module.deferred("load_state_dict", moved, strict=False)
             inputs = [x if dx is None else x + sign * FD_STEP * dx, *args[1:]]
             sums.append((output(inputs) * grad_out).sum().item())
-        module.method("load_state_dict", {n: params[n] for n in dparams}, strict=False)
+        module.deferred("load_state_dict", {n: params[n] for n in dparams}, strict=False)
         return (sums[0] - sums[1]) / (2 * FD_STEP)
 
     def agrees(grads: list[torch.Tensor | None], directions: list[torch.Tensor], expected: float) -> bool:
