@@ -134,8 +134,10 @@ def _expect_own_m1(student: Student, model: Remote, config: dict, idx: torch.Ten
 # ------------------------------------------------------------------ (M1) with every encoding and norm
 def _expect_matches(student: Student, draw: dict, pos_encodings: tuple[str, ...], seed: int,
                     dtype: torch.dtype) -> None:
+    """Each of pos_encodings, in the norm drawn (like the sizes); the explicit example, where every mistake
+    shows, in both norms."""
     B, T = draw["B"], draw["T"]
-    for norm in NORMS:
+    for norm in NORMS if draw == EXPLICIT else (draw["model"]["norm"],):
         for pos_encoding in pos_encodings:
             config = changed(draw["model"], pos_encoding=pos_encoding, norm=norm)
             idx = tokens(seed, config["vocab_size"], B, T)
