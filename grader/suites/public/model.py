@@ -438,8 +438,8 @@ def causality(student, draw, seed):
 
         def check(dtype: torch.dtype, other: dict = other) -> None:
             model = build(student, other, seed).to(dtype).eval()
-            expect_tensor(model(idx), (B, T, config["vocab_size"]), "logits")
-            moved = _moved(model(idx), model(changed_idx), t, dtype)
+            logits = expect_tensor(model(idx), (B, T, config["vocab_size"]), "logits")
+            moved = _moved(logits, model(changed_idx), t, dtype)
             if moved:  # (M1) composed from your own parts leaks too: a mask or block of yours sees the future
                 parts = OwnParts(student, model, other, dtype)
                 moved = sorted(set(moved) - set(_moved(parts(idx)[0], parts(changed_idx)[0], t, dtype)))
