@@ -37,7 +37,7 @@ from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student, active, settled
-from .suites import Case, all_cases, without_local_constants
+from .suites import Case, all_cases, without_local_constants, without_numpy_reseeding
 
 
 class OutOfTime(RuntimeError):
@@ -219,7 +219,8 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
     try:
         student.sandbox.ready()
         student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
-        with active(student), _recording(case.run, failing), without_local_constants():
+        with active(student), _recording(case.run, failing), without_local_constants(), \
+                without_numpy_reseeding():
             settled(case.run)(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
@@ -375,7 +376,8 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     end past it is not run (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
     is this submission's, if the caller started it already (grading.grade does); the judge closes it.
     """
-    with _one_thread(), without_local_constants(), tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+    with _one_thread(), without_local_constants(), without_numpy_reseeding(), \
+            tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
             sandbox.start()  # before the salt and the hidden tests are read: its template may be forked
