@@ -196,20 +196,20 @@ class Remote:
         return dict(self.method("state_dict"))
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.deferred("load_state_dict", dict(state))
+        self.defer("load_state_dict", dict(state))
 
-    def deferred(self, name: str, *args: Any, **kwargs: Any) -> "Remote":
-        """Call a method whose result the tests do not read (the module itself, load_state_dict's keys):
-        Student.defer."""
+    def defer(self, name: str, *args: Any, **kwargs: Any) -> "Remote":
+        """Call a method whose result the tests do not read (the module itself, load_state_dict's keys),
+        with the next call: Student.defer."""
         self.student.defer({"op": "call", "target": [self.handle, name], "args": list(args),
                             "kwargs": kwargs})
         return self
 
     def to(self, dtype: torch.dtype) -> "Remote":
-        return self.deferred({torch.float64: "double", torch.float32: "float"}[dtype])
+        return self.defer({torch.float64: "double", torch.float32: "float"}[dtype])
 
     def train(self, mode: bool = True) -> "Remote":
-        return self.deferred("train", mode)
+        return self.defer("train", mode)
 
     def eval(self) -> "Remote":
         return self.train(False)
