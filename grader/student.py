@@ -43,6 +43,11 @@ def to_wire(value: Any) -> Any:
     return value
 
 
+def call_message(target: str | list, args: tuple | list, kwargs: dict) -> dict:
+    """The request that runs target(*args, **kwargs) in the worker."""
+    return {"op": "call", "target": target, "args": list(args), "kwargs": kwargs}
+
+
 _ACTIVE: ContextVar["Student | None"] = ContextVar("active_student", default=None)
 
 
@@ -134,11 +139,11 @@ class Student:
 
     def manual_seed(self, seed: int) -> None:
         """torch.manual_seed(seed) in the worker, deferred: the next call's random draws follow from it."""
-        self.defer({"op": "call", "target": "torch.manual_seed", "args": [seed], "kwargs": {}})
+        self.defer(call_message("torch.manual_seed", [seed], {}))
 
     def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
         """target(*args, **kwargs) in the worker, e.g. call("attention.causal_mask", 4)."""
-        reply = self.request({"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
+        reply = self.request(call_message(target, args, kwargs))
         return self.from_wire(reply["result"])
 
     def grad(self, target: str | list, args: list, kwargs: dict | None = None, *,
@@ -148,7 +153,7 @@ class Student:
         wrt names the arguments (positions or keyword names) whose gradients come back.
         """
         reply = self.request({
-            "op": "call", "target": target, "args": list(args), "kwargs": kwargs or {},
+            **call_message(target, args, kwargs or {}),
             "grad_inputs": list(wrt), "grad_outputs": list(grad_outputs),
             "params_of": params_of,
         })
@@ -201,8 +206,7 @@ class Remote:
     def defer(self, name: str, *args: Any, **kwargs: Any) -> "Remote":
         """Call a method whose result the tests do not read (the module itself, load_state_dict's keys),
         with the next call: Student.defer."""
-        self.student.defer({"op": "call", "target": [self.handle, name], "args": list(args),
-                            "kwargs": kwargs})
+        self.student.defer(call_message([self.handle, name], args, kwargs))
         return self
 
     def to(self, dtype: torch.dtype) -> "Remote":

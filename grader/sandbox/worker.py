@@ -246,13 +246,16 @@ class Session:
 class ReturnValueError(Exception):
     """What a call returned cannot be sent back (protocol.encode refused it)."""
 
+    def __init__(self, error: Exception):
+        super().__init__(f"the value returned cannot be graded: {error}")
+
 
 def _crosses(reply: Any) -> None:
     """ReturnValueError unless `reply` can be sent to the judge: the error its own message would get."""
     try:
         encode({"ok": reply})
     except (TypeError, ValueError, ProtocolError) as error:
-        raise ReturnValueError(f"the value returned cannot be graded: {error}") from None
+        raise ReturnValueError(error) from None
 
 
 def _kind(value: Any) -> str:
@@ -302,7 +305,6 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
         try:
             send(replies, reply)
         except (TypeError, ValueError, ProtocolError) as error:
-            send(replies, {"error": {"type": ReturnValueError.__name__, "where": "",
-                                      "message": f"the value returned cannot be graded: {error}"}})
+            send(replies, {"error": session.describe(ReturnValueError(error))})
 
 
