@@ -28,11 +28,14 @@ def _regular(member: zipfile.ZipInfo) -> bool:
 
 
 def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
-                 bytes_per_file: int | None = None) -> list[str]:
+                 bytes_per_file: int | None = None, skipped: dict[str, str] | None = None) -> list[str]:
     """Extract the plain files of `archive` into `target`; the names of entries left out (links,
     special files). ArchiveError if it is not a readable zip, an entry would land outside `target`,
     or it holds more than `max_files` files or `max_bytes` bytes (`bytes_per_file` times its number
-    of files, where that is given, is the cap instead, and no file may be larger)."""
+    of files, where that is given, is the cap instead, and no file may be larger). Given `skipped`
+    (with `bytes_per_file`: an LMS export, each entry a student's), an entry larger than the cap, or
+    that cannot be unpacked, is not written (nothing of it is left) but recorded there, name -> why:
+    one entry costs its own student, never the rest."""
     target = Path(target).resolve()
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -41,10 +44,12 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
             if len(files) > max_files:
                 raise ArchiveError(f"{Path(archive).name} holds more than {max_files} files")
             if bytes_per_file is not None:
-                for member in files:
-                    if member.file_size > bytes_per_file:
+                for member in [m for m in files if m.file_size > bytes_per_file]:
+                    if skipped is None:
                         raise ArchiveError(f"its entry {member.filename!r} unpacks to more than "
                                            f"{_size(bytes_per_file)}")
+                    skipped[member.filename] = f"larger than the cap of {_size(bytes_per_file)} for one file"
+                    files.remove(member)
                 max_bytes = bytes_per_file * max(1, len(files))
             if sum(m.file_size for m in files) > max_bytes:
                 raise ArchiveError(f"{Path(archive).name} unpacks to more than {_size(max_bytes)}")
@@ -54,11 +59,26 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
                                        f"{member.filename!r}")
             budget = max_bytes
             for member in files:
-                budget -= _copy(zf, member, target / member.filename, budget)
+                if skipped is None:
+                    budget -= _copy(zf, member, target / member.filename, budget)
+                else:
+                    _copy_or_skip(zf, member, target / member.filename, min(budget, bytes_per_file), skipped)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, zlib.error,
             RuntimeError) as error:  # zlib: a corrupt deflate stream; RuntimeError: an encrypted entry
         raise ArchiveError(f"cannot unpack {Path(archive).name}: {error}") from error
     return [m.filename for m in members if not m.is_dir() and not _regular(m)]
+
+
+def _copy_or_skip(zf: zipfile.ZipFile, member: zipfile.ZipInfo, path: Path, budget: int,
+                  skipped: dict[str, str]) -> None:
+    """Write one entry; if it breaks (more bytes than its cap, a corrupt stream), remove what was
+    written and record why in `skipped`."""
+    try:
+        _copy(zf, member, path, budget)
+    except (ArchiveError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError,
+            NotImplementedError) as error:
+        path.unlink(missing_ok=True)
+        skipped[member.filename] = f"cannot be unpacked ({error})"
 
 
 def _copy(zf: zipfile.ZipFile, member: zipfile.ZipInfo, path: Path, budget: int) -> int:

@@ -30,7 +30,8 @@ def _export(args: argparse.Namespace) -> object:
     if not args.roster:
         raise ValueError(f"--lms {args.lms} needs --roster, the CSV {args.lms.title()} exports "
                          "(docs/grading.md)")
-    return Export(args.lms, Path(args.roster), args.assignment or ASSIGNMENT, args.missing, args.moodle_id)
+    return Export(args.lms, Path(args.roster), args.assignment or ASSIGNMENT, args.missing, args.moodle_id,
+                  args.allow_unplaced)
 
 
 def _grade_all(args: argparse.Namespace) -> int:
@@ -123,14 +124,19 @@ def _handback_options(grade_all: argparse.ArgumentParser) -> None:
 
     grade_all.add_argument("--lms", choices=LMS, help="also DIR/canvas.csv or DIR/moodle.csv for the LMS's "
                                                       "gradebook import (needs --roster)")
-    grade_all.add_argument("--roster", metavar="CSV", help="the gradebook the LMS exports (Canvas: Grades > "
-                                                            "Export; Moodle: Export > Plain text file)")
+    grade_all.add_argument("--roster", metavar="CSV", help="what the LMS exports (Canvas: Grades > Export; "
+                                                            "Moodle: the assignment's grading worksheet)")
     grade_all.add_argument("--assignment", metavar="NAME",
                            help="the LMS's column for the grade: the roster's column so named, or a new one")
     grade_all.add_argument("--missing", choices=MISSING, default="zero",
                            help="a roster student without a submission: 0 (default) or blank (no grade)")
     grade_all.add_argument("--moodle-id", choices=tuple(MOODLE_IDS), default="email",
-                           help="with --lms moodle: the user field rows are matched by (default: email)")
+                           help="with --lms moodle and a gradebook export as roster: the user field rows are "
+                                "matched by (default: email; the grading worksheet needs none)")
+    grade_all.add_argument("--allow-unplaced", action="store_true",
+                           help="write the LMS file even with grades it cannot place (a submission matching "
+                                "no roster row is left out, a grading that did not end is blank); each is "
+                                "listed either way, and without this the file is not written (exit 3)")
     grade_all.add_argument("--feedback", action="store_true",
                            help="also DIR/feedback/<student>.md and .html, to hand back")
     grade_all.add_argument("--hidden", choices=HIDDEN, default="score",

@@ -14,30 +14,21 @@ quiz answer, their exception) is shown, never interpreted as markup.
 import html
 from pathlib import Path
 
+from ..archive import deterministic_zip
 from ..atomic import write_atomic
 from ..spec import COMPONENTS, Status, Visibility
-from .gradebook import ZERO, Row
-from .gradescope import _code_block
+from .gradebook import Row
+from .gradescope import SAYS, _code_block, withheld
 
 HIDDEN = ("score", "name", "full")
-_INPUT = " [input: "
-_NOTE = " (note: "
-_MARK = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
-         Status.TIMED_OUT: "timed out", Status.CRASHED: "crashed", Status.ERROR: "grader error"}
+UPLOAD = "lms_upload.zip"
+"""DIR/feedback/UPLOAD: each page of a student from an LMS export, named as that LMS's bulk feedback
+upload files it (classroom.Submission.handback)."""
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'"  # loads nothing, runs nothing
 _STYLE = ("body{font-family:system-ui,sans-serif;max-width:52em;margin:2em auto;padding:0 1em;color:#222}"
           "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}"
           "pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0 .8em}"
           ".passed{color:#1a7f37}.failed{color:#c62828}")
-
-
-def withheld(message: str) -> str:
-    """A hidden test's message without its drawn input (a note on another component stays)."""
-    head, found, tail = message.partition(_INPUT)
-    if not found:
-        return message
-    note = tail[tail.rfind(_NOTE):] if _NOTE in tail else ""
-    return f"{head} [input withheld]{note}"
 
 
 def _points(x: float) -> str:
@@ -72,7 +63,7 @@ def markdown(row: Row, hidden: str = "score") -> str:
     for part in _parts(row, hidden):
         lines += [f"## {part['name']}: {_points(part['score'])}/{_points(part['max_score'])}", ""]
         for name, status, score, most, message in part["tests"]:
-            lines.append(f"- `{name}`: {_MARK[status]} ({_points(score)}/{_points(most)})")
+            lines.append(f"- `{name}`: {SAYS[status]} ({_points(score)}/{_points(most)})")
             if message:
                 lines += ["", _code_block(message), ""]
         got, most, count = part["hidden"]
@@ -98,7 +89,7 @@ def page(row: Row, hidden: str = "score") -> str:
             for name, status, score, most, message in part["tests"]:
                 css = "passed" if status is Status.PASSED else "failed"
                 detail = f"<pre>{e(message)}</pre>" if message else ""
-                body.append(f"<tr><td>{e(name)}{detail}</td><td class=\"{css}\">{_MARK[status]}</td>"
+                body.append(f"<tr><td>{e(name)}{detail}</td><td class=\"{css}\">{SAYS[status]}</td>"
                             f"<td>{_points(score)}/{_points(most)}</td></tr>")
             got, most, count = part["hidden"]
             if count and hidden == "score":
@@ -112,20 +103,29 @@ def page(row: Row, hidden: str = "score") -> str:
         *body, "</body></html>", ""])
 
 
-def write_feedback(rows: list[Row], out: Path, hidden: str = "score") -> list[Path]:
+def write_feedback(rows: list[Row], out: Path, hidden: str = "score",
+                   handback: dict[str, str] | None = None) -> list[Path]:
     """out/<student>.md and .html for each student with a grade (graded, or 0 for nothing
-    gradable); an older file of a student without one now is removed."""
+    gradable); an older file of a student without one now is removed (a grading that did not end
+    gives no feedback yet: its points so far are no verdict). With `handback` (student -> the name
+    the LMS's bulk upload expects), also out/UPLOAD holding those students' pages under those names."""
     if hidden not in HIDDEN:
         raise ValueError(f"--hidden {hidden}: one of {', '.join(HIDDEN)}")
     out.mkdir(exist_ok=True)
-    written = []
+    written, uploads = [], []
     for row in rows:
         files = (out / f"{row.student}.md", out / f"{row.student}.html")
-        if row.card is None and row.status not in ZERO:
+        if row.total() is None:
             for path in files:
                 path.unlink(missing_ok=True)
             continue
         write_atomic(files[0], markdown(row, hidden) + "\n")
         write_atomic(files[1], page(row, hidden))
         written += files
+        if (handback or {}).get(row.student):
+            uploads.append((handback[row.student], files[1].read_bytes()))
+    (out / UPLOAD).unlink(missing_ok=True)
+    if uploads:
+        write_atomic(out / UPLOAD, deterministic_zip(sorted(uploads)))
+        written.append(out / UPLOAD)
     return written

@@ -2,8 +2,9 @@
 
 DIR gets `<student>.json` for each graded student (what `grader grade --json` writes), each
 written as its grading ends; `gradebook.csv`, `summary.md` with its figures, and
-`similarity.html` with --similarity; `canvas.csv` or `moodle.csv` with --lms (instructor/lms.py);
-`feedback/<student>.md` and `.html` with --feedback (instructor/feedback.py); and
+`similarity.html` with --similarity; `canvas.csv` or `moodle.csv` with --lms (instructor/lms.py:
+not written where a grade cannot be placed, unless allowed); `feedback/<student>.md` and `.html`
+with --feedback (instructor/feedback.py), and `feedback/lms_upload.zip` for an LMS's bulk upload; and
 `.grade-all-state.json`: per student, the hash of what was graded (its bytes and the options), the
 grader version, the outcome. A rerun grades again only what changed (the submission or the grader)
 or did not end well (error, timed out); what Ctrl-C interrupted is graded next time, and nothing
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..grading import GradeOptions
-from ..results import safe_text
-from ..spec import BUDGETS
+from ..results import markdown_text, safe_text
+from ..spec import BUDGETS, COMPONENTS
 from . import lms
 from .classroom import Submission, discover
 from .feedback import write_feedback
@@ -141,24 +142,36 @@ def _grade(todo: list[Entry], state: dict, out: Path, version: str, workers: int
             bar.update()
 
 
+UNPLACED = 3
+"""grade-all's exit status when grades cannot be placed in the LMS file (which is then not written)."""
+
+
 def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
               options: GradeOptions | None = None, seconds: float = BUDGETS.backstop,
               similarity: bool = False, export: lms.Export | None = None, feedback: str | None = None,
               security: object = None, regrade: str | None = None) -> int:
-    """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C.
+    """Grade every submission in `submissions` into `out`; 0 when all was graded, 130 after Ctrl-C,
+    UNPLACED when the LMS file holds grades that cannot be placed (lms.Written.problems: then it is not
+    written unless export.allow_unplaced; each is said on stderr either way).
     `export`: also the LMS's gradebook; `feedback`: also each student's feedback, hidden tests shown
     by that policy; `security`: the Dask cluster's TLS (runner.grade_jobs); with regrade="timed_out",
     only those that timed out, again, with more patience.
     Raises classroom.ClassError for input that is not a class, runner.VersionMismatch,
-    lms.RosterError for a roster the LMS did not write (before any grading)."""
-    out = Path(out)
+    lms.RosterError for a roster the LMS did not write, ValueError for --only with an LMS file (a
+    part of the lab is not the assignment's grade); both before any grading."""
+    out, options = Path(out), options or GradeOptions()
     if export:
+        if set(options.components) != set(COMPONENTS):
+            raise ValueError(f"--only {','.join(options.components)} with --lms: the LMS's column is the "
+                             f"whole lab's grade, out of {lms.MAXIMUM:g}; grade every component (no --only) "
+                             "for the LMS file")
         lms.check(export)
     out.mkdir(parents=True, exist_ok=True)
     version = grader_version()
     with tempfile.TemporaryDirectory(prefix="grade-all-") as scratch:
         found = discover(Path(submissions), Path(scratch), skip=out)
-        entries = _entries(found, options or GradeOptions(), seconds)
+        entries = _entries(found, options, seconds)
+    _say_notes(found)
     state = _load_state(out)
     for entry in entries:
         if entry.job is None:
@@ -179,16 +192,51 @@ def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None 
     rows = _rows(entries, state, version, out)
     similar = _similarity(entries, out) if similarity and not interrupted else None
     write_gradebook(rows, out / "gradebook.csv")
-    handed = lms.section(lms.write(rows, export, out)) if export else []
+    written = lms.write(rows, export, out) if export else None
     if feedback:
-        write_feedback(rows, out / "feedback", feedback)
+        handback = {student: s.handback for s in found if s.handback for student in s.students}
+        write_feedback(rows, out / "feedback", feedback, handback)
     write_figures(rows, out)
-    write_atomic(out / "summary.md", "\n".join([summary(rows, version, similar), *handed]) + "\n")
+    handed = lms.section(written) if written else []
+    write_atomic(out / "summary.md", "\n".join([summary(rows, version, similar), *_notes_section(found),
+                                                *handed]) + "\n")
     pending = sum(row.status is Outcome.PENDING for row in rows)
     print(f"wrote {out / 'gradebook.csv'} and {out / 'summary.md'}", file=sys.stderr)
     if interrupted:
         print(f"interrupted: {pending} not graded yet; the same command again grades them", file=sys.stderr)
-    return 130 if interrupted else 0
+        return 130
+    return _say_placed(written) if written else 0
+
+
+def _say_notes(found: list[Submission]) -> None:
+    for submission in found:
+        for note in submission.notes:
+            print(f"{', '.join(submission.students)}: {note}", file=sys.stderr)
+
+
+def _notes_section(found: list[Submission]) -> list[str]:
+    """summary.md's list of submissions put together from several uploads (which file won)."""
+    notes = [f"- {markdown_text(', '.join(s.students))}: {markdown_text(note)}"
+             for s in found for note in s.notes]
+    return ["## Submissions put together from several uploads", "", *notes, ""] if notes else []
+
+
+def _say_placed(written: lms.Written) -> int:
+    """Say on stderr each grade the LMS file cannot place, and whether it was written; the exit status."""
+    problems = written.problems()
+    for problem in problems:
+        print(f"grade-all: {safe_text(problem)}", file=sys.stderr)
+    if written.without_submission:
+        print(f"{written.path.name}: {len(written.without_submission)} roster students without a submission "
+              "(--missing decides their grade; summary.md lists them)", file=sys.stderr)
+    if written.refused:
+        print(f"grade-all: {written.path.name} NOT written: {len(problems)} grades cannot be placed (above). "
+              "Fix them (a roster of this class, grade-all again after --regrade timed_out), or write it "
+              "even so with --allow-unplaced (those left out or blank)", file=sys.stderr)
+        return UNPLACED
+    left = f" with {len(problems)} grades left out or blank (above)" if problems else ""
+    print(f"wrote {written.path}{left}", file=sys.stderr)
+    return 0
 
 
 def _similarity(entries: list[Entry], out: Path) -> list:

@@ -37,8 +37,9 @@ class Row:
 
     def total(self) -> float | None:
         """The grade: the score when graded, 0 for nothing gradable (empty, unreadable), else None
-        (timed out, error, pending: not a grade yet)."""
-        if self.card:
+        (timed out, a test stalled, error, pending: not a grade yet, whatever points a card in part
+        holds: they are not a verdict on the student's code)."""
+        if self.status is Outcome.GRADED:
             return self.card["score"]
         return 0.0 if self.status in ZERO else None
 
@@ -51,27 +52,42 @@ def _points(x: float) -> str:
     return f"{x:g}"
 
 
-def _cell(text: str) -> str:
-    """Text a spreadsheet shows as text: one that starts with `=`, `+`, `-`, `@`, a tab or a carriage
-    return (a student id such as `+1+1` or `@A1`) is read as a formula, so it gets a leading `'` (OWASP,
-    "CSV Injection")."""
-    return f"'{text}" if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+"""How a cell a spreadsheet reads as a formula starts (OWASP, "CSV Injection")."""
+
+
+def guarded(text: str) -> str:
+    """Text a spreadsheet shows as text: one that starts with FORMULA (a student id such as `+1+1`,
+    a roster name `=HYPERLINK(...)`) gets a leading `'`. A number is left as it is (`-1.5`), and so is
+    a lone sign (Moodle's `-` for "never"): neither is a formula."""
+    if len(text) < 2 or not text.startswith(FORMULA):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return f"'{text}"
+
+
+def csv_text(lines: Sequence[Sequence[str]]) -> str:
+    """A CSV file's text, every cell guarded: each CSV the grader writes goes through here."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([[guarded(str(cell)) for cell in line] for line in lines])
+    return text.getvalue()
 
 
 def write_gradebook(rows: Sequence[Row], path: Path) -> None:
     """gradebook.csv: total and component scores of the graded; a total of 0 for what was empty or
-    unreadable; blank for the others (and for components the grading left out, with `--only`)."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(HEADER)
+    unreadable; blank for the others (and for components the grading left out, with `--only`;
+    components of a grading in part are shown: the total is what is not a grade)."""
+    lines = [HEADER]
     for row in rows:
         card = row.card or {"components": {}}
         scores = [_points(card["components"][name]["score"]) if name in card["components"] else ""
                   for name in COMPONENTS]
         total = row.total()
-        total_cell = "" if total is None else _points(total)
-        writer.writerow([_cell(row.student), total_cell, *scores, row.status.value])
-    write_atomic(path, text.getvalue())
+        lines.append([row.student, "" if total is None else _points(total), *scores, row.status.value])
+    write_atomic(path, csv_text(lines))
 
 
 def _bins(maximum: float) -> list[tuple[float, float]]:

@@ -51,9 +51,10 @@ SUBMISSION, RESULTS, SETTINGS = "submission", "results/results.json", "source/au
 """Paths under the autograder root: Gradescope's, and the bundle's settings (autograder.py writes them)."""
 _WHEN = {"after_due_date": "appear after the due date",
          "after_published": "appear when the grades are published", "hidden": "are not shown here"}
-_SAYS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
+SAYS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.NOT_ATTEMPTED: "not attempted",
          Status.TIMED_OUT: "timed out", Status.STALLED: "stalled (not a verdict: ask for a regrade)",
          Status.CRASHED: "crashed", Status.ERROR: "grader error"}
+"""What each test status is called where a student reads it (results.json, feedback pages): every status."""
 _UPLOAD = ", ".join(f"`{name}.py`" for name in MODULES)
 DEFAULT_TIMEOUT = 600.0
 """Gradescope's default autograder timeout (10 minutes; 40 at most)."""
@@ -91,6 +92,21 @@ def listed(settings: dict) -> list[ListedCase]:
     """The cases autograder.json lists."""
     return [ListedCase(**{**case, "visibility": Visibility(case["visibility"])})
             for case in settings["cases"]]
+
+
+_INPUT = " [input: "
+_NOTE = " (note: "
+
+
+def withheld(message: str) -> str:
+    """A hidden test's message without its drawn input (a note on another component stays): the
+    judge writes the input as `[input: ...]`, whose seed and values the release's own strategies
+    would rebuild. Whatever a student may see of a hidden test goes through here."""
+    head, found, tail = message.partition(_INPUT)
+    if not found:
+        return message
+    note = tail[tail.rfind(_NOTE):] if _NOTE in tail else ""
+    return f"{head} [input withheld]{note}"
 
 
 def time_limit(timeout: float) -> float:
@@ -142,7 +158,8 @@ def results(card: dict, cases: Iterable["Case | ListedCase"], *,
     for test in card["tests"]:
         component, case = test["component"], known.get((test["component"], test["name"]))
         status, shown = Status(test["status"]), case is not None and case.public
-        said = test["message"] or (case.doc if case else test["name"])
+        said = test["message"] if shown else withheld(test["message"])  # at any visibility: the input never
+        said = said or (case.doc if case else test["name"])
         counts[component] += 1
         if shown:
             public.append(test)
@@ -154,7 +171,7 @@ def results(card: dict, cases: Iterable["Case | ListedCase"], *,
             "max_score": test["max_score"],
             "status": "passed" if status is Status.PASSED else "failed",
             # text, never rendered: the message may quote the student's own output
-            "output": said if said.startswith((_SAYS[status], NOT_RUN)) else f"{_SAYS[status]}: {said}",
+            "output": said if said.startswith((SAYS[status], NOT_RUN)) else f"{SAYS[status]}: {said}",
             "output_format": "text",
             "tags": [component],
             "visibility": "visible" if shown else hidden_visibility,

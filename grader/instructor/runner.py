@@ -16,6 +16,7 @@ import os
 import platform
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,13 +31,14 @@ from enum import StrEnum
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
+from typing import NoReturn
 
 from ..archive import ArchiveError, deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
 from ..sandbox.cgroup import kill_gone_judges, kill_judge
 from ..sandbox.jail import die_with_parent
-from ..spec import BUDGETS, Status
+from ..spec import BUDGETS, NOT_RUN, Status
 from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH
 
@@ -234,60 +236,163 @@ def _quietly(request: dict) -> dict:
         return _grade_request(request)
 
 
-def _graded_in_a_fork(request: dict) -> dict:
-    """_grade_request in a child of this process, which replies through a pipe; an error if it ends
-    without a reply. On Ctrl-C (the child gets it too) it waits for the child to stop its sandbox."""
-    reading, writing = os.pipe()
-    parent = os.getpid()
-    try:
-        pid = os.fork()
-    except OSError:  # no process to spare: graded here (its template launched: this process reads the salt)
-        os.close(reading)
-        os.close(writing)
-        return _quietly(request)
-    if pid == 0:
-        status = 1
+class _ForkServer:
+    """A child of the judge process that forks each grading, so that every grading starts from the state
+    the judge process had before its first request: torch, hypothesis and the grader imported, nothing
+    graded (issue 29). The judge process itself reads each reply (a scorecard: hidden messages, hidden
+    inputs), and freed memory keeps those bytes: a grading forked from it would pass them on to its
+    template and so to the next student's worker (client.forks_template cannot see them). This process
+    never reads a request nor a reply: it gets each grading's two pipes as file descriptors over a Unix
+    socket, forks a grading process that reads the one and writes the other, closes its copies, waits for
+    it and sends back its wait status."""
+
+    def __init__(self) -> None:
+        self.socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        runner = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.socket.close()
+            _fork_server(theirs, runner)  # never returns
+        theirs.close()
+        self._statuses = self.socket.makefile("r", encoding="utf-8")
+
+    def grade(self, request: dict) -> dict:
+        """_grade_request for `request`, in a grading process of the fork server's; an ERROR outcome if
+        none could be forked, or if it ended without a reply. On Ctrl-C (the grading process gets it too)
+        it waits for that process to stop its sandbox. Raises OSError once the fork server is gone."""
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
         try:
-            os.close(reading)
-            die_with_parent(parent)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)  # this process's stdout carries the parent's replies
-            with open(writing, "w", encoding="utf-8") as reply:
-                reply.write(json.dumps(_quietly(request)))
-            status = 0
+            socket.send_fds(self.socket, [b"grade"], [request_read, reply_write])
         finally:
-            kill_judge(os.getpid())  # its sandbox's groups are gone already; their folder goes too
-            os._exit(status)
-    os.close(writing)
+            os.close(request_read)
+            os.close(reply_write)
+        try:
+            _write_all(request_write, json.dumps(request).encode())
+            with open(reply_read, "rb") as pipe:
+                data = pipe.read()
+        finally:
+            ended = self._ended()
+        return _reply(data, ended)
+
+    def _ended(self) -> dict:
+        """The fork server's word on the grading just sent: {"status": its wait status} or {"refused":
+        why no process could be forked}."""
+        line = self._statuses.readline()
+        if not line:
+            raise ConnectionError("the judge process's fork server is gone")
+        return json.loads(line)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write the request and close the pipe; a grading process that is not there to read it (none could
+    be forked, or it ended) is the fork server's to report, not an error here."""
     try:
-        with open(reading, "rb") as pipe:
-            data = pipe.read()
-    finally:
-        status = os.waitpid(pid, 0)[1]
+        with open(fd, "wb") as pipe:
+            pipe.write(data)
+    except BrokenPipeError:
+        pass
+
+
+def _reply(data: bytes, ended: dict) -> dict:
+    """The grading process's reply, or the ERROR outcome that says why there is none."""
+    if "refused" in ended:
+        return {"outcome": Outcome.ERROR.value,
+                "message": f"no process to spare: the grading could not start ({ended['refused']})"}
     try:
         return json.loads(data)
     except ValueError:
-        ended = os.waitstatus_to_exitcode(status)
+        code = os.waitstatus_to_exitcode(ended["status"])
         return {"outcome": Outcome.ERROR.value,
-                "message": f"the grading process ended with no reply (exit status {ended})"}
+                "message": f"the grading process ended with no reply (exit status {code})"}
+
+
+def _fork_server(control: socket.socket, runner: int) -> NoReturn:
+    """The fork server's loop, until the judge process hangs up (or dies: so does this process). It
+    ignores SIGINT, which Ctrl-C sends the whole group: the grading process it is waiting for must get
+    to stop its sandbox, and report how it ended. Its stdin and stdout, the judge process's pipes to
+    grade-all, go to /dev/null: nothing of theirs is read here, and a grading process cannot write there."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        die_with_parent(runner)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        while True:
+            _, fds, _, _ = socket.recv_fds(control, 16, 2)
+            if len(fds) != 2:
+                break  # hung up (nothing comes but a grading's two pipes)
+            control.sendall((json.dumps(_fork_grading(control, *fds)) + "\n").encode())
+    finally:
+        os._exit(0)
+
+
+def _fork_grading(control: socket.socket, request: int, reply: int) -> dict:
+    """Fork a grading process for these pipes and wait for it: {"status": its wait status}, or
+    {"refused": why} when there is no process to spare (the job is then an ERROR, never graded here)."""
+    server = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        return {"refused": error.strerror or str(error)}
+    finally:
+        if os.getpid() == server:
+            os.close(request)
+            os.close(reply)
+    if pid == 0:
+        _grading(control, request, reply, server)  # never returns
+    return {"status": os.waitpid(pid, 0)[1]}
+
+
+def _grading(control: socket.socket, request: int, reply: int, server: int) -> NoReturn:
+    """A grading process: read its request, grade it (Ctrl-C stops the grading, which closes its sandbox
+    on the way out), write its reply, and kill what is left of its sandbox's control groups."""
+    status = 1
+    try:
+        control.close()  # the fork server's, not the grading's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        die_with_parent(server)
+        with open(request, "rb") as pipe:
+            job = json.loads(pipe.read())
+        with open(reply, "w", encoding="utf-8") as pipe:
+            pipe.write(json.dumps(_quietly(job)))
+        status = 0
+    finally:
+        kill_judge(os.getpid())  # its sandbox's groups are gone already; their folder goes too
+        os._exit(status)
 
 
 def serve() -> None:
     """The judge process's loop: one JSON request per line in, one reply per line out.
 
-    On Linux each job is graded in a fork of this process (_graded_in_a_fork), which itself never reads
-    the salt nor a hidden test: so each grading forks its sandbox's template, sparing it torch's import
-    (client.forks_template), and starts from the same state, whatever this process graded before."""
+    On Linux the fork server (_ForkServer) is forked first, before any request is read, and forks each
+    job's grading process: each grading starts from that state, whatever this process graded before, and
+    so each forks its sandbox's template (client.forks_template), sparing it torch's import. Where there
+    is no fork (macOS, Windows) each job is graded here, in turn; this process then holds the earlier
+    replies, but the worker is an interpreter of its own ("plain" mode) that gets from it only its
+    command line, its environment (client.py builds it) and the submission's files, none of which holds
+    another grading's data. If the fork server is gone, the job is an ERROR and this process ends (the
+    next job starts a new one): a new fork server forked from here would carry the replies read so far."""
     forks = sys.platform == "linux"
     if forks:
         from .. import judge  # noqa: F401 - torch, hypothesis and the grader, imported once for every fork
         gc.freeze()  # out of the forks' collections' sight, which would copy their pages
-    replies = sys.stdout
+        server = _ForkServer()
     for line in sys.stdin:
         request = json.loads(line)
-        reply = _graded_in_a_fork(request) if forks else _quietly(request)
-        replies.write(json.dumps(reply) + "\n")
-        replies.flush()
+        try:
+            reply = server.grade(request) if forks else _quietly(request)
+        except OSError as error:
+            _answer({"outcome": Outcome.ERROR.value, "message": f"the grading could not start: {error}",
+                     "closing": True})
+            return
+        _answer(reply)
+
+
+def _answer(reply: dict) -> None:
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
@@ -319,12 +424,17 @@ def _result(outcome: Outcome, message: str = "", card: dict | None = None, secon
 
 
 def _graded(card: dict, seconds: float) -> dict:
-    """A scorecard's outcome: GRADED, or TIMED_OUT (with the card) where a test stalled: the machine
-    was too loaded to tell whether it would pass (its status is "stalled")."""
+    """A scorecard's outcome: GRADED, or TIMED_OUT (with the card) where a test stalled (the machine
+    was too loaded to tell whether it would pass: its status is "stalled") or was not run because the
+    grading's --time-limit ran out (NOT_RUN): neither is a verdict on the code."""
     stalled = sum(test["status"] == Status.STALLED for test in card["tests"])
     if stalled:
         return _result(Outcome.TIMED_OUT, f"{stalled} test(s) stalled on a loaded machine: "
                                           "grade-all --regrade timed_out grades it again", card, seconds)
+    not_run = sum(test["message"].startswith(NOT_RUN) for test in card["tests"])
+    if not_run:
+        return _result(Outcome.TIMED_OUT, f"{not_run} test(s) not run: the grading's --time-limit ran out",
+                       card, seconds)
     return _result(Outcome.GRADED, card=card, seconds=seconds)
 
 
