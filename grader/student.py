@@ -4,17 +4,14 @@ Tests hand torch tensors in and get torch tensors back; in between they travel a
 arrays through the protocol. Objects built by the student's code (modules) stay in the worker
 and are driven through `Remote` handles.
 """
-import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 import torch
 
 from .results import Failed
-from .sandbox.client import Allowance, Sandbox, StudentError
+from .sandbox.client import Allowance, Sandbox
+from .sandbox.messages import Op
 from .sandbox.protocol import PLAIN, Handle
 
 MAX_CALL_SECONDS = 600.0
@@ -23,10 +20,6 @@ RESET_SECONDS = 5.0
 """CPU seconds the worker gets to forget a test's objects (their __del__ runs then)."""
 REAL_KINDS = "biuf"
 """numpy's kinds of bool, int, unsigned and float arrays: what tensors may come back as."""
-DEFERRED_MAX = 16
-"""Calls whose results the tests never read (seeding the worker, setting a module's mode or dtype, loading
-a state dict) wait, at most this many, to go with the next call in one message: a round trip each saved,
-thousands a grade."""
 
 
 def to_wire(value: Any) -> Any:
@@ -45,40 +38,7 @@ def to_wire(value: Any) -> Any:
 
 def call_message(target: str | list, args: tuple | list, kwargs: dict) -> dict:
     """The request that runs target(*args, **kwargs) in the worker."""
-    return {"op": "call", "target": target, "args": list(args), "kwargs": kwargs}
-
-
-_ACTIVE: ContextVar["Student | None"] = ContextVar("active_student", default=None)
-
-
-def settled(run: Callable) -> Callable:
-    """run, then the calls it deferred (Student.defer) for the case that runs (`active`): their errors come
-    first, replacing a failure the judge found after them, as they would have had each call been sent at
-    once. Each example is run so, and so is each body whose errors a test catches to decide what to do
-    next (a fallback dtype, a typical input), so that it catches those errors too."""
-    @functools.wraps(run)
-    def flushed(*args: Any, **kwargs: Any) -> Any:
-        student = _ACTIVE.get()
-        try:
-            result = run(*args, **kwargs)
-        except Exception:
-            if student is not None:
-                student.flush()
-            raise
-        if student is not None:
-            student.flush()
-        return result
-    return flushed
-
-
-@contextmanager
-def active(student: "Student") -> Iterator[None]:
-    """The student whose case runs now: what `settled` flushes."""
-    token = _ACTIVE.set(student)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
+    return {"op": Op.CALL, "target": target, "args": list(args), "kwargs": kwargs}
 
 
 class Student:
@@ -88,7 +48,8 @@ class Student:
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
         self.allowance: Allowance | None = None
-        self.deferred: list[dict] = []
+        self.seed: int | None = None
+        """What the worker seeds torch's generator with before the next request (manual_seed)."""
 
     def __repr__(self) -> str:  # shown in hypothesis's falsifying examples
         return "student"
@@ -110,36 +71,16 @@ class Student:
         return value
 
     def request(self, message: dict) -> dict:
-        """Send one request, after the deferred ones (in one message); its reply."""
-        limit = self.allowance or MAX_CALL_SECONDS
-        if not self.deferred:
-            return self.sandbox.request(to_wire(message), limit)
-        requests, self.deferred = [*self.deferred, to_wire(message)], []
-        replies = self.sandbox.request({"op": "batch", "requests": requests}, limit)
-        if not (type(replies) is list and len(replies) == len(requests)
-                and all(type(reply) is dict and "result" in reply for reply in replies)):
-            raise StudentError("ReturnValueError", "the worker's reply to a batch of calls is not one reply "
-                                                   "a call")
-        for reply in replies[:-1]:  # checked as if it were read (a complex array fails, say)
-            self.from_wire(reply["result"])
-        return replies[-1]
-
-    def defer(self, message: dict) -> None:
-        """Send this request with the next one: the worker runs them in order, stopping at the first
-        that raises, whose error the next request raises. Errors therefore come in the same order; what is
-        left when a body ends is flushed by `settled`."""
-        self.deferred.append(to_wire(message))
-        if len(self.deferred) >= DEFERRED_MAX:
-            self.flush()
-
-    def flush(self) -> None:
-        """Send the deferred requests now."""
-        if self.deferred:
-            self.from_wire(self.request(self.deferred.pop())["result"])
+        """Send one request (with the seed manual_seed left for it); its reply."""
+        if self.seed is not None:
+            message, self.seed = {**message, "seed": self.seed}, None
+        return self.sandbox.request(to_wire(message), self.allowance or MAX_CALL_SECONDS)
 
     def manual_seed(self, seed: int) -> None:
-        """torch.manual_seed(seed) in the worker, deferred: the next call's random draws follow from it."""
-        self.defer(call_message("torch.manual_seed", [seed], {}))
+        """torch.manual_seed(seed) in the worker, as a field of the next request: the random draws of the
+        next call follow from it (a round trip saved, a thousand a grade; a seeding cannot fail, so no
+        error of it can come out of turn)."""
+        self.seed = int(seed)
 
     def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
         """target(*args, **kwargs) in the worker, e.g. call("attention.causal_mask", 4)."""
@@ -162,9 +103,9 @@ class Student:
         return self.from_wire(reply["result"]), inputs, grads["params"]
 
     def reset(self) -> None:
-        """Forget every object the worker holds for us (and the requests deferred by a case cut short)."""
-        self.deferred = []
-        self.sandbox.request({"op": "reset"}, RESET_SECONDS)
+        """Forget every object the worker holds for us (and a seed a case cut short left)."""
+        self.seed = None
+        self.sandbox.request({"op": Op.RESET}, RESET_SECONDS)
 
 
 class Remote:
@@ -186,7 +127,7 @@ class Remote:
 
     def attribute(self, name: str) -> Any:
         """The value of one attribute, e.g. remote.attribute("training")."""
-        reply = self.student.request({"op": "getattr", "handle": self.handle, "name": name})
+        reply = self.student.request({"op": Op.GETATTR, "handle": self.handle, "name": name})
         return self.student.from_wire(reply["result"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -200,20 +141,16 @@ class Remote:
     def state_dict(self) -> dict[str, torch.Tensor]:
         return dict(self.method("state_dict"))
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.defer("load_state_dict", dict(state))
-
-    def defer(self, name: str, *args: Any, **kwargs: Any) -> "Remote":
-        """Call a method whose result the tests do not read (the module itself, load_state_dict's keys),
-        with the next call: Student.defer."""
-        self.student.defer(call_message([self.handle, name], args, kwargs))
-        return self
+    def load_state_dict(self, state: dict[str, torch.Tensor], **kwargs: Any) -> None:
+        self.method("load_state_dict", dict(state), **kwargs)
 
     def to(self, dtype: torch.dtype) -> "Remote":
-        return self.defer({torch.float64: "double", torch.float32: "float"}[dtype])
+        self.method({torch.float64: "double", torch.float32: "float"}[dtype])
+        return self
 
     def train(self, mode: bool = True) -> "Remote":
-        return self.defer("train", mode)
+        self.method("train", mode)
+        return self
 
     def eval(self) -> "Remote":
         return self.train(False)

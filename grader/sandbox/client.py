@@ -45,8 +45,9 @@ from ..spec import BUDGETS, UNSAFE_FLAG
 from ..submission import special
 from . import landlock, seccomp
 from .cgroup import Group
-from .jail import SANDBOX, Confinement, Limits
-from .protocol import GO, TIME_LIMIT, Deadline, ProtocolError, channel
+from .jail import SANDBOX, Confinement, Limits, refused_limits
+from .messages import GO, READY, TIME_LIMIT, Op, checked
+from .protocol import Deadline, ProtocolError, channel
 
 MODE_VARIABLE = "GRADER_SANDBOX"
 """Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
@@ -67,7 +68,7 @@ _SETUID_WITHOUT_LANDLOCK = ("own uid; no network (seccomp); sees the machine's f
 CODE_PACKAGE = "grader_sandbox"
 """The name of the worker's copy of this package (all the code it runs besides Python's and torch's)."""
 _WORKER_CODE = ("__init__.py", "eager.py", "forbidden.py", "jail.py", "landlock.py", "loader.py",
-                "protocol.py", "seccomp.py", "template.py", "worker.py")
+                "messages.py", "protocol.py", "seccomp.py", "template.py", "worker.py")
 _UID_BASE, _UID_SPAN = 1 << 30, 1 << 26  # pid (< 2^22) * 16 + a counter: unique to one worker
 _NOGROUP = 65534
 _OVERFLOW = frozenset({0, 65534, 65535})  # root, nobody, and the overflow uid (what unmapped ones show as)
@@ -725,8 +726,7 @@ class Worker:
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
             if self.uid is not None else None
         self._ready, self.process, self.inner_pid = False, None, None
-        self.not_set: list[str] = []
-        """The limits the worker could not set on this platform (its first message says)."""
+        self._ids = itertools.count(1)
         try:
             if template is None:
                 self._start(area, home, blocked, limits, log_fd)
@@ -772,25 +772,21 @@ class Worker:
         """Send one request and return its reply's "ok" value; StudentError or WorkerLost otherwise.
         It may run until the worker's clocks (self.cpu, self.waited) reach these deadlines."""
         self.wait_ready()  # start-up is not charged to the call
+        request = {**message, "id": next(self._ids)}
         try:
-            self.channel.send(message, time.monotonic() + BUDGETS.worker_start)
-            reply = self._await(cpu_deadline, waited_deadline)
+            self.channel.send(request, time.monotonic() + BUDGETS.worker_start)
+            reply = checked(request, self._await(cpu_deadline, waited_deadline))
         except _OutOfTime as out:
-            raise self._time_out(out.timeout) from None
+            raise self._time_out(request, out.timeout) from None
         except Deadline:  # the request could not even be written
             self.close()
             raise WorkerLost(_REASONS[STALLED], STALLED) from None
         except (EOFError, OSError, ProtocolError) as error:
             self.close()
             raise WorkerLost(self._death_reason(error)) from None
-        if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+        if "error" in reply:
             error = reply["error"]
-            line = error.get("line")
-            raise StudentError(str(error.get("type")), str(error.get("message")), str(error.get("where")),
-                               str(error.get("file", "")), line if type(line) is int else 0)
-        if not isinstance(reply, dict) or "ok" not in reply:  # the student's code wrote to the channel
-            self.close()
-            raise WorkerLost("the worker's reply was refused: it is not a reply")
+            raise StudentError(error["type"], error["message"], error["where"], error["file"], error["line"])
         return reply["ok"]
 
     def cpu_seconds(self) -> float:
@@ -837,18 +833,19 @@ class Worker:
         time.sleep(GRACE_SECONDS)
         return before > 0 and sum(_scheduled(pids)) == before
 
-    def _time_out(self, timeout: str) -> WorkerLost:
-        """The call ran out of time: ask the worker where it is (SIGXCPU makes the student's code raise
+    def _time_out(self, request: dict, timeout: str) -> WorkerLost:
+        """`request` ran out of time: ask the worker where it is (SIGXCPU makes the student's code raise
         there), then kill it."""
         function = where = ""
         if timeout != STALLED and hasattr(signal, "SIGXCPU"):  # POSIX
             self._signal(signal.SIGXCPU)
             try:
                 grace = GRACE_SECONDS * BUDGETS.wall_factor
-                error = self._await(self.cpu + GRACE_SECONDS, self.waited + grace).get("error") or {}
-                if error.get("type") == TIME_LIMIT:
-                    function, where = str(error.get("function", "")), str(error.get("where", ""))
-            except (_OutOfTime, Deadline, EOFError, OSError, ProtocolError, AttributeError):
+                reply = checked(request, self._await(self.cpu + GRACE_SECONDS, self.waited + grace))
+                error = reply.get("error")
+                if error and error["type"] == TIME_LIMIT:
+                    function, where = error["function"], error["where"]
+            except (_OutOfTime, Deadline, EOFError, OSError, ProtocolError):
                 pass  # it did not say (stuck in a C call, or it caught the signal's exception)
         self.close()
         return WorkerLost(_REASONS[timeout], timeout, function, where)
@@ -864,19 +861,18 @@ class Worker:
                 first = self._await(BUDGETS.worker_start, BUDGETS.worker_start * BUDGETS.wall_factor)
             except _OutOfTime:
                 raise Deadline("no answer in time") from None
-            if not (isinstance(first, dict) and first.get("ready") is True
-                    and isinstance(first.get("not_set"), list)):
+            if first != READY:
                 raise ProtocolError("its first message is not the one it sends when ready")
             for function, message in self.refused:
-                self.channel.send({"op": "refuse", "function": function, "message": message},
-                                  time.monotonic() + BUDGETS.worker_start)
-                self.channel.receive(time.monotonic() + BUDGETS.worker_start)
+                request = {"op": Op.REFUSE, "function": function, "message": message, "id": next(self._ids)}
+                self.channel.send(request, time.monotonic() + BUDGETS.worker_start)
+                if "error" in checked(request, self.channel.receive(time.monotonic() + BUDGETS.worker_start)):
+                    raise ProtocolError(f"it could not refuse {function}")
         except (Deadline, EOFError, OSError, ProtocolError) as error:
             self.close()  # first: then its log says all it will
             tail = self.log_tail()
             raise WorkerLost(f"the worker could not start: {error}"
                              + (f"; its log ends with:\n{tail}" if tail else " (its log is empty)")) from None
-        self.not_set = [safe_text(text, 200) for text in first["not_set"][:10]]
         self._cpu_at_ready = self.cpu_seconds()
         self.cpu, self.waited, self._ready = 0.0, 0.0, True
 
@@ -950,8 +946,9 @@ class Sandbox:
         self.worker: Worker | None = None
         self.template: Template | None = None
         self.blocked: frozenset[str] = frozenset()
-        self.not_set: list[str] = []
-        """The limits this platform refused (the last ready worker's word)."""
+        self.not_set = [safe_text(text, 200) for text in
+                        refused_limits(self.limits, per_uid=self.mode in ("root", "setuid"))]
+        """The limits this platform refuses a worker (found by the judge: jail.refused_limits)."""
         self.refused: tuple[tuple[str, str], ...] = ()
         self._cpu_before = self._waited_before = 0.0  # the clocks of the workers closed so far
 
@@ -986,7 +983,6 @@ class Sandbox:
         except WorkerLost:  # the worker is closed already
             self._retire()
             raise
-        self.not_set = self.worker.not_set
 
     def cpu_seconds(self) -> float:
         """The CPU seconds its workers have used since each was ready: the clock time limits count."""

@@ -7,8 +7,9 @@ sets its limits and runs worker.main in the same process:
 
 - "root" (the judge runs as root; started inside new mount, network, IPC and PID namespaces by
   `unshare`): a new root from read-only bind mounts of what Python and torch need (no
-  /home, /root, /tmp of the host, no grader or reference), a home and /tmp on small tmpfs
-  (Limits.scratch_bytes), a fresh /proc of the PID namespace; chroot into it, then become the
+  /home, /root, /tmp of the host, no grader or reference; read-only, /tmp too), a home of its own on a
+  small tmpfs (Limits.scratch_bytes: its TMPDIR too), its own SysV IPC, a fresh /proc of the PID
+  namespace; chroot into it, then become the
   worker's own unprivileged uid with no way back (no_new_privs, no capabilities), set to die with
   its parent again (the uid change cleared that).
 - "userns" (not root, or root of a user namespace that maps no other uid; started by `unshare
@@ -72,7 +73,7 @@ class Limits:
     memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
     group_memory_bytes: int = 2 << 30  # all its processes together, swap included (cgroup.py)
     processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64 (its group too)
-    scratch_bytes: int = 64 << 20  # home and /tmp: half each ("root", "userns"; else file_bytes a file)
+    scratch_bytes: int = 64 << 20  # the home, a tmpfs ("root", "userns"; else file_bytes a file)
     cpus: float = 1.0  # all its processes together, at most one core (cgroup.py): it computes on one thread
     file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
     open_files: int = 256
@@ -99,6 +100,28 @@ class Limits:
         if hasattr(signal, "SIGXFSZ"):  # a write past file_bytes fails (EFBIG), not the worker
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         return not_set
+
+
+def refused_limits(limits: Limits, *, per_uid: bool) -> list[str]:
+    """The limits this platform refuses a worker (what limits.apply returns), found by the judge on its
+    own, in a child that sets them and then exits (where there is fork; without it, Windows, there is no
+    resource module and every limit is refused): a report says what it says of the sandbox on the judge's
+    word, never on a worker's."""
+    if resource is None:
+        return limits.apply(per_uid=per_uid)  # sets nothing: says why each is refused
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the judge's runs here but apply (os._exit: no exit handlers)
+        try:
+            os.close(reading)
+            os.write(writing, json.dumps(limits.apply(per_uid=per_uid)).encode())
+        finally:
+            os._exit(0)
+    os.close(writing)
+    with open(reading, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
 
 
 JUDGE_MEMORY_BYTES = 4 << 30
@@ -187,19 +210,14 @@ def _inside(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
-def _scratch(target: str, c: Confinement, mode: int) -> None:
-    """A tmpfs of half limits.scratch_bytes at `target` (the home, /tmp): what the worker writes there
-    takes memory of its own group, not the host's disk, and goes with the mount."""
-    os.makedirs(target, exist_ok=True)
-    _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"size={c.limits.scratch_bytes // 2},nr_inodes=8192,mode={mode:o}")
 
 
 def build_root(c: Confinement) -> None:
-    """Mount the new root's file system at c.root (in this process's private mount namespace); each
-    worker gets its home from fresh_home."""
+    """Mount the new root's file system at c.root (in this process's private mount namespace), read-only
+    once built: /tmp too, so that no worker can leave a file for the next (each gets a home of its own
+    from fresh_home, its TMPDIR)."""
     _mount("tmpfs", c.root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16m,mode=0755")
-    _scratch(_inside(c.root, "/tmp"), c, 0o1777)  # first: the binds may lie in /tmp
+    os.makedirs(_inside(c.root, "/tmp"), mode=0o755)  # first: the binds may lie in /tmp
     for path in c.read_only:
         if os.path.islink(path):  # e.g. /bin -> usr/bin on a merged-/usr system
             os.makedirs(os.path.dirname(_inside(c.root, path)), exist_ok=True)
@@ -217,13 +235,18 @@ def build_root(c: Confinement) -> None:
     os.makedirs(_inside(c.root, "/proc"))
     # hidepid=2: a worker's uid sees its own processes only, not its template ("root" mode: another uid)
     _mount("proc", _inside(c.root, "/proc"), "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=2")
+    _mount(None, c.root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
-def enter_namespaces(mode: str) -> None:
+def enter_namespaces(mode: str, *, ipc_only: bool = False) -> None:
     """In this process, what `unshare --mount --propagation private --net --ipc --pid` does before it starts
     a template ("root"), with `--user --map-root-user` too ("userns"): a template forked rather than
     launched (template.fork) enters its namespaces so. The next child is the new PID namespace's first
-    process."""
+    process. `ipc_only`: a new IPC namespace alone (a worker's own, within its template's namespaces)."""
+    if ipc_only:
+        if _libc().unshare(_CLONE_NEWIPC) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC)")
+        return
     uid, gid = os.getuid(), os.getgid()
     flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID
     flags |= _CLONE_NEWUSER if mode == "userns" else 0
@@ -248,7 +271,9 @@ def fresh_home(c: Confinement) -> None:
     home = f"{SANDBOX}/home"
     if os.path.ismount(home) and _libc().umount2(home.encode(), _MNT_DETACH) != 0:
         raise OSError(ctypes.get_errno(), f"umount {home}")
-    _scratch(home, c, 0o700)
+    # A tmpfs: what the worker writes takes memory of its own group, not the host's disk, and goes with it
+    _mount("tmpfs", home, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={c.limits.scratch_bytes},nr_inodes=8192,mode=700")
     os.chown(home, c.uid, c.gid)
     os.chdir(home)
 
@@ -312,10 +337,10 @@ def take_channel() -> tuple[io.FileIO, io.FileIO]:
     return requests, replies
 
 
-def confine(c: Confinement, requests_fd: int) -> list[str]:
+def confine(c: Confinement, requests_fd: int) -> None:
     """A worker's own confinement, once it is in its new root ("root" and "userns" modes): the limits,
-    then its uid or its capabilities, no new privileges, no network, Landlock ("setuid" mode). Returns
-    the limits this platform refused."""
+    then its uid or its capabilities, no new privileges, no network, Landlock ("setuid" mode). The limits
+    this platform refused go to its log (the judge finds them on its own: Limits.refused)."""
     not_set = c.limits.apply(per_uid=c.mode in ("root", "setuid"))
     if not_set:
         print(f"limits not set on this platform: {', '.join(not_set)}", file=sys.stderr, flush=True)
@@ -330,17 +355,16 @@ def confine(c: Confinement, requests_fd: int) -> list[str]:
             seccomp.deny_network()
     if c.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
         landlock.restrict([*c.read_only, c.submission], [c.home], [f"/dev/{name}" for name in _DEVICES])
-    return not_set
 
 
 def main(argv: list[str]) -> None:
     """A worker started on its own ("plain" mode: the confined modes fork theirs from template.py)."""
     requests, replies = take_channel()
     confinement = Confinement.from_json(argv[0])
-    not_set = confine(confinement, requests.fileno())
+    confine(confinement, requests.fileno())
     from .worker import main as serve  # torch and the submission come only now
 
-    serve(requests, replies, argv[1:], confinement.limits, not_set)
+    serve(requests, replies, argv[1:], confinement.limits)
 
 
 if __name__ == "__main__":

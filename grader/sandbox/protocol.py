@@ -43,17 +43,6 @@ DTYPES = frozenset(np.dtype(name).str for name in (
     "float16", "float32", "float64", "complex64", "complex128"))
 """What arrays may hold: the numbers torch tensors hold, in this machine's byte order."""
 WAKE_SECONDS = 0.25
-READ_BYTES = 1 << 16
-"""The most the judge reads from a worker at once, until a message's body is allocated."""
-TOO_MUCH_OUTPUT = "TooMuchOutput"
-"""The error type the worker reports when the student's output filled the capped log."""
-TIME_LIMIT = "TimeLimit"
-"""The error type the worker reports when the judge stopped the student's code for time (SIGXCPU)."""
-BLOCKED = "Blocked"
-"""The error type of a call that reached a function the judge told the worker to refuse (it hung)."""
-GO = {"op": "go"}
-"""The first request a forked worker reads (template.py): the judge has put it in its control group, and
-it may import the submission."""
 _LENGTH = struct.Struct(">Q")
 PLAIN = frozenset({type(None), bool, int, float, str})
 """The exact types of values that cross as themselves: each side's walkers take them first, by type
@@ -281,18 +270,16 @@ class Channel:
 class PollChannel:
     """Channel's interface without threads (POSIX): both pipes non-blocking, each wait a poll() of at
     most WAKE_SECONDS until the deadline. What a send or receive did not finish by its deadline (part
-    of a message) is finished by the next one, as Channel's threads would. A read takes up to READ_BYTES
-    at once, so a small reply comes in one read; bytes past the end of a message (only a worker that
-    writes to the channel itself sends them) wait for the next receive, as they would in the pipe."""
+    of a message) is finished by the next one, as Channel's threads would."""
 
     def __init__(self, to_process: io.RawIOBase, from_process: io.RawIOBase):
         self._out, self._in = to_process, from_process
         for stream in (to_process, from_process):
             os.set_blocking(stream.fileno(), False)
         self._unsent = b""
-        self._head = bytearray()  # what came before the next message's body: its length, and maybe more
+        self._length = bytearray(_LENGTH.size)
         self._body: bytearray | None = None
-        self._done = 0  # bytes of _body read
+        self._done = 0  # bytes read of the length, then of the body
         self._readable, self._writable = select.poll(), select.poll()
         self._readable.register(from_process.fileno(), select.POLLIN)
         self._writable.register(to_process.fileno(), select.POLLOUT)
@@ -309,39 +296,30 @@ class PollChannel:
         self._unsent = b""
 
     def receive(self, deadline: float) -> Any:
-        """The next message; Deadline if it has not all arrived by `deadline` (time.monotonic())."""
+        """The next message; Deadline if it has not all arrived by `deadline` (time.monotonic()). Its
+        length is checked before anything is allocated for its body."""
         while self._body is None:
-            self._read_head(deadline)
+            self._done = self._read(self._length, self._done, deadline)
+            if self._done == _LENGTH.size:
+                (length,) = _LENGTH.unpack(self._length)
+                if length > MAX_BYTES:
+                    raise ProtocolError(f"message of {length} bytes exceeds {MAX_BYTES}")
+                self._body, self._done = bytearray(length), 0
         while self._done < len(self._body):
-            n = self._in.readinto(memoryview(self._body)[self._done:self._done + (1 << 20)])
-            if n == 0:
-                raise EOFError("the other side closed the channel")
-            self._done += n or 0
-            if n is None:
-                _wait_for(self._readable, deadline)
-        body, self._body = self._body, None
+            self._done = self._read(self._body, self._done, deadline)
+        body, self._body, self._done = self._body, None, 0
         return decode(body)
 
-    def _read_head(self, deadline: float) -> None:
-        """Read the next message's length, checked before anything is allocated for its body, and what
-        of the body came with it."""
-        if len(self._head) < _LENGTH.size:
-            part = self._in.read(READ_BYTES)
-            if part == b"":
-                raise EOFError("the other side closed the channel")
-            if part is None:
-                _wait_for(self._readable, deadline)
-                return
-            self._head += part
-            if len(self._head) < _LENGTH.size:
-                return
-        (length,) = _LENGTH.unpack_from(self._head)
-        if length > MAX_BYTES:
-            raise ProtocolError(f"message of {length} bytes exceeds {MAX_BYTES}")
-        came = min(len(self._head) - _LENGTH.size, length)
-        self._body, self._done = bytearray(length), came
-        self._body[:came] = self._head[_LENGTH.size:_LENGTH.size + came]
-        del self._head[:_LENGTH.size + came]
+    def _read(self, buffer: bytearray, done: int, deadline: float) -> int:
+        """How much of `buffer` is read, once what has come of the rest (1 MiB at most) is: waiting for
+        it, if nothing has."""
+        n = self._in.readinto(memoryview(buffer)[done:done + (1 << 20)])
+        if n == 0:
+            raise EOFError("the other side closed the channel")
+        if n is None:
+            _wait_for(self._readable, deadline)
+            return done
+        return done + n
 
     def close(self) -> None:
         for stream in (self._out, self._in):

@@ -46,7 +46,8 @@ from .jail import (
     fresh_home,
     stay_with_parent,
 )
-from .protocol import GO, receive
+from .messages import GO
+from .protocol import receive
 
 _MAX_CONTROL_BYTES = 1 << 16
 _BYTES_DATA = sys.getsizeof(b"") - 1
@@ -77,13 +78,15 @@ def _serve(c: Confinement, worker: Confinement, request: dict, fds: list[int], c
         os.chdir(worker.home)
         os.environ["HOME"] = os.environ["TMPDIR"] = worker.home
     requests, replies = io.FileIO(3, "rb"), io.FileIO(4, "wb")
-    not_set = confine(worker, requests.fileno())
+    if c.mode in ("root", "userns"):  # SysV IPC of its own: nothing left there for the next worker
+        enter_namespaces(c.mode, ipc_only=True)
+    confine(worker, requests.fileno())
     if receive(requests) != GO:
         return 1
     from .worker import main as serve
 
     serve(requests, replies, [f"{SANDBOX}/submission" if c.mode != "setuid" else c.submission,
-                              ",".join(request.get("blocked", []))], c.limits, not_set)
+                              ",".join(request.get("blocked", []))], c.limits)
     return 0
 
 

@@ -28,17 +28,8 @@ from . import eager
 from .forbidden import forbid
 from .jail import Limits
 from .loader import import_module, import_package
-from .protocol import (
-    BLOCKED,
-    PLAIN,
-    TIME_LIMIT,
-    TOO_MUCH_OUTPUT,
-    Handle,
-    ProtocolError,
-    encode,
-    receive,
-    send,
-)
+from .messages import BLOCKED, READY, TIME_LIMIT, TOO_MUCH_OUTPUT, Op, failed, ok
+from .protocol import PLAIN, Handle, ProtocolError, receive, send
 
 FIXTURES = {
     "torch.manual_seed": eager.manual_seed,  # the CPU's generator alone: see eager.py
@@ -177,26 +168,22 @@ class Session:
         return grads
 
     def handle(self, request: dict) -> Any:
+        """Run one request (messages.Op); its reply's "ok" value."""
         op = request["op"]
-        if op == "call":
+        if "seed" in request:  # the judge's seed for what this request draws (a fixture's weights)
+            eager.manual_seed(request["seed"])
+        if op == Op.CALL:
             return self.call(request)
-        if op == "batch":  # in order; the first that raises, or returns what cannot cross, ends it
-            replies = []
-            for one in request["requests"]:
-                replies.append(self.handle(one))
-                if len(replies) < len(request["requests"]):
-                    _crosses(replies[-1])
-            return replies
-        if op == "getattr":
+        if op == Op.GETATTR:
             return {"result": self.to_data(getattr(self.objects[int(request["handle"])], request["name"]))}
-        if op == "import":
+        if op == Op.IMPORT:
             import_module(self.package, request["module"])
             return {}
-        if op == "reset":  # between cases: nothing carries over, and every case starts seeded
+        if op == Op.RESET:  # between cases: nothing carries over, and every case starts seeded
             self.objects.clear()
             eager.manual_seed(0)
             return {}
-        if op == "refuse":
+        if op == Op.REFUSE:
             self.refuse(request["function"], request["message"])
             return {}
         raise ValueError(f"unknown op {op!r}")
@@ -250,14 +237,6 @@ class ReturnValueError(Exception):
         super().__init__(f"the value returned cannot be graded: {error}")
 
 
-def _crosses(reply: Any) -> None:
-    """ReturnValueError unless `reply` can be sent to the judge: the error its own message would get."""
-    try:
-        encode({"ok": reply})
-    except (TypeError, ValueError, ProtocolError) as error:
-        raise ReturnValueError(error) from None
-
-
 def _kind(value: Any) -> str:
     """What an object that stays in the worker is, for the judge's messages."""
     if isinstance(value, torch.Tensor):  # sparse, quantized, on the meta device, ...
@@ -271,10 +250,8 @@ def _empty_log() -> None:
     os.lseek(1, 0, os.SEEK_SET)
 
 
-def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits: Limits,
-         not_set: list[str]) -> None:
-    """Serve the judge: argv is SUBMISSION_DIR [BLOCKED]; `not_set` (the limits this platform refused)
-    goes with the first message."""
+def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits: Limits) -> None:
+    """Serve the judge: argv is SUBMISSION_DIR [BLOCKED]."""
     global _serving
     submission_dir = Path(argv[0])
     blocked = argv[1].split(",") if len(argv) > 1 and argv[1] else []
@@ -287,7 +264,7 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
     if hasattr(signal, "SIGXCPU"):  # not on Windows: there a worker out of time is killed, unasked
         signal.signal(signal.SIGXCPU, _on_time_limit)
     session = Session(submission_dir, limits.file_bytes)
-    send(replies, {"ready": True, "not_set": not_set})
+    send(replies, READY)
     while True:
         try:
             request = receive(requests)
@@ -295,16 +272,14 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
             return
         try:
             _serving = True
-            reply = {"ok": session.handle(request)}
+            reply = ok(request, session.handle(request))
         except BaseException as error:  # noqa: BLE001 - SystemExit too: it costs one call, not the worker
             _serving = False
-            reply = {"error": session.describe(error)}
+            reply = failed(request, session.describe(error))
             if reply["error"]["type"] == TOO_MUCH_OUTPUT:
                 _empty_log()
         _serving = False
         try:
             send(replies, reply)
         except (TypeError, ValueError, ProtocolError) as error:
-            send(replies, {"error": session.describe(ReturnValueError(error))})
-
-
+            send(replies, failed(request, session.describe(ReturnValueError(error))))

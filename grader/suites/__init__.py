@@ -79,49 +79,6 @@ def without_local_constants() -> Iterator[None]:
         providers.CONSTANTS_CACHE.cache.clear()
 
 
-def _entropy_hook() -> Any:
-    """hypothesis's module that manages global random generators; None for a version whose internals used
-    here changed (then numpy's generator is reseeded as before: tests/grader/test_draws.py says so)."""
-    try:
-        from hypothesis.internal import entropy
-    except ImportError:
-        return None
-    if not all(hasattr(entropy, name) for name in ("NP_RANDOM", "RANDOMS_TO_MANAGE", "NumpyRandomWrapper")):
-        return None
-    return entropy
-
-
-@contextmanager
-def without_numpy_reseeding() -> Iterator[None]:
-    """Leave numpy's global generator alone while a grading runs.
-
-    hypothesis saves, seeds and restores numpy's global generator around every example, for tests that
-    draw from it: about 80 microseconds an example, a fifth of its own cost per example. Nothing the judge
-    runs draws from it (the suites' tensors come from seeded torch generators, and the student's code runs
-    in the worker), so the examples are the same. hypothesis has no setting for it: its wrapper of numpy's
-    generator leaves the list of generators it manages for the duration (made first where hypothesis has
-    not made it yet, so that it does not add one meanwhile), and comes back after. Nested, it changes
-    nothing.
-    """
-    entropy = _entropy_hook()
-    if entropy is None:
-        yield
-        return
-    made = entropy.NP_RANDOM is None
-    if made:
-        entropy.NP_RANDOM = entropy.NumpyRandomWrapper()
-    keys = [key for key, managed in list(entropy.RANDOMS_TO_MANAGE.items()) if managed is entropy.NP_RANDOM]
-    for key in keys:
-        del entropy.RANDOMS_TO_MANAGE[key]
-    try:
-        yield
-    finally:
-        for key in keys:
-            entropy.RANDOMS_TO_MANAGE[key] = entropy.NP_RANDOM
-        if made:  # hypothesis makes and registers its own when it next needs it
-            entropy.NP_RANDOM = None
-
-
 class HiddenTestsMissing(RuntimeError):
     """The hidden suites are not installed (a student release): only `grader check` can run."""
 

@@ -12,7 +12,7 @@ import torch
 from ..results import Failed
 from ..sandbox.client import StudentError
 from ..spec import GRADIENT_TOLERANCE, Tolerance
-from ..student import Remote, settled
+from ..student import Remote
 
 Diagnoses = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]]
 """Mistake sentence -> what a submission with that mistake returns (or a function building that)."""
@@ -300,7 +300,7 @@ def telling(degenerate: Callable[..., bool], typical: Callable[..., dict]) -> Ca
         @functools.wraps(body)
         def run(student: object, **kwargs: object) -> object:
             try:
-                return settled(body)(student, **kwargs)
+                return body(student, **kwargs)
             except (Failed, StudentError) as error:
                 if isinstance(error, StudentError) and error.type_name == "NotImplementedError":
                     raise
@@ -310,7 +310,7 @@ def telling(degenerate: Callable[..., bool], typical: Callable[..., dict]) -> Ca
                 shown = ", ".join(f"{k}={v!r}" for k, v in other.items() if kwargs.get(k) != v)
                 here = f"your code raised {error}" if isinstance(error, StudentError) else str(error)
                 try:
-                    settled(body)(student, **other)
+                    body(student, **other)
                 except (Failed, StudentError) as there:
                     said = f"your code raised {there}" if isinstance(there, StudentError) else str(there)
                     raise Failed(f"{here}. On a typical input ({shown}): {said}") from error

@@ -109,9 +109,9 @@ def moves_parameter(module: Remote, args: list, kwargs: dict, name: str) -> Move
     def moves(entries: torch.Tensor) -> bool:
         value = module.state_dict()[name]
         before = module(*args, **kwargs)
-        module.defer("load_state_dict", {name: value + MOVE * entries.to(value.dtype)}, strict=False)
+        module.load_state_dict({name: value + MOVE * entries.to(value.dtype)}, strict=False)
         try:
             return _changed(before, module(*args, **kwargs))
         finally:
-            module.defer("load_state_dict", {name: value}, strict=False)
+            module.load_state_dict({name: value}, strict=False)
     return moves

@@ -6,14 +6,13 @@ import importlib
 import sys
 
 import hypothesis.configuration
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import providers
 
 from grader.judge import GuardedStudent, run_case
 from grader.spec import Status, Visibility
-from grader.suites import Case, Suite, without_local_constants, without_numpy_reseeding
+from grader.suites import Case, Suite, without_local_constants
 
 PLANTED = [(2**61 - 1) // (k + 3) for k in range(64)]
 """Large, unremarkable integers (not powers of two, nor near them: not among hypothesis's own
@@ -86,36 +85,3 @@ def test_a_hypothesis_without_the_hook_is_left_as_it_is(monkeypatch):
     monkeypatch.delattr(providers, "_get_local_constants")
     with without_local_constants():
         assert not hasattr(providers, "_get_local_constants")
-
-
-def _numpy_draws() -> list[float]:
-    """What each example of a case draws from numpy's global generator."""
-    found: list[float] = []
-    suite = Suite("quiz", Visibility.HIDDEN)
-
-    @suite.case(1.0)
-    @given(value=st.integers(0, 10))
-    def draws(student, value: int) -> None:
-        found.append(float(np.random.random()))
-
-    with without_numpy_reseeding():  # run_case enters it too: this one outlives the case, as judge()'s
-        assert run_case(suite.cases[0], GuardedStudent(_NoWorker()), salt="tests").status is Status.PASSED
-    return found
-
-
-def test_the_judge_leaves_numpy_s_generator_alone_and_draws_the_same_examples():
-    """hypothesis reseeds numpy's global generator before every example (each example then draws the same
-    values from it); the judge, which never draws from it, leaves it alone (the saving: a fifth of
-    hypothesis's cost per example), draws the same examples, and gives hypothesis its generator back."""
-    with without_numpy_reseeding():
-        inside = _drawn()
-        numpy_inside = _numpy_draws()
-    assert inside == _drawn()
-    assert len(set(numpy_inside)) == len(numpy_inside) > 1, "hypothesis still reseeds numpy's generator"
-
-    @given(value=st.integers(0, 10))
-    def reseeded(value: int) -> None:
-        after.append(float(np.random.random()))
-    after: list[float] = []
-    reseeded()
-    assert len(set(after)) == 1, "hypothesis no longer reseeds numpy's generator after a grading"

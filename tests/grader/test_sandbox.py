@@ -23,7 +23,8 @@ from grader.instructor import runner
 from grader.sandbox import client, protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
-from grader.sandbox.protocol import TOO_MUCH_OUTPUT, Channel, Deadline, Handle, ProtocolError, decode, encode
+from grader.sandbox.messages import TOO_MUCH_OUTPUT
+from grader.sandbox.protocol import Channel, Deadline, Handle, ProtocolError, decode, encode
 from helpers import ROOT
 
 
@@ -438,6 +439,44 @@ def test_os_exit_costs_one_call(sandbox):
     with pytest.raises(WorkerLost, match="exited with code 3"):
         call(sandbox, "attention.die")
     assert call(sandbox, "attention.fine", 1) == 2
+
+
+FORGER = textwrap.dedent("""\
+    import json, struct
+
+    def forged(value):
+        header = json.dumps({"value": value, "arrays": []}).encode()
+        body = struct.pack(">Q", len(header)) + header
+        return struct.pack(">Q", len(body)) + body
+
+    def without_id():
+        write(pipes()[1], forged({"ok": {"result": 1}}))
+        return 2
+
+    def with_the_next_id(request_id):
+        write(pipes()[1], forged({"id": request_id, "ok": {"result": 1}}))
+        return 2
+    """)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("forgery", ["without_id", "with_the_next_id"])
+def test_a_reply_the_submission_writes_itself_loses_its_worker_and_the_next_call_is_answered_right(
+        sandbox, forgery):
+    """Each reply echoes its request's id and has its op's shape: a reply the student's code writes to the
+    worker's pipe (without an id, or with the id of the call it is made in) is refused, and not taken as
+    the answer to a later request: the worker is lost, saying the submission wrote to the grader's channel,
+    and the next calls get a fresh worker's right answers."""
+    from attacks import _PIPES
+
+    (sandbox.area / "submission" / "forger.py").write_text(_PIPES + FORGER)
+    assert call(sandbox, "attention.fine", 2) == 4
+    with pytest.raises(WorkerLost, match="the submission wrote to the grader's channel") as lost:
+        # the request's id is the worker's second: its first was the call above
+        call(sandbox, f"forger.{forgery}", *([2] if forgery == "with_the_next_id" else []))
+        call(sandbox, "attention.fine", 3)  # a forgery with the right id shows at the next reply
+    assert not lost.value.timed_out
+    assert [call(sandbox, "attention.fine", n) for n in (5, 6)] == [10, 12]
 
 
 @pytest.mark.sandbox
