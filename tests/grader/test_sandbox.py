@@ -20,7 +20,7 @@ from attacks import OVERSIZED, bzip2_npz, declared_gigabytes, deep_nesting, forg
 from grader import salt
 from grader.grading import GradeOptions
 from grader.instructor import runner
-from grader.sandbox import client, protocol
+from grader.sandbox import client, landlock, protocol
 from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
 from grader.sandbox.jail import Limits
 from grader.sandbox.messages import TOO_MUCH_OUTPUT
@@ -477,6 +477,43 @@ def test_a_reply_the_submission_writes_itself_loses_its_worker_and_the_next_call
         call(sandbox, "attention.fine", 3)  # a forgery with the right id shows at the next reply
     assert not lost.value.timed_out
     assert [call(sandbox, "attention.fine", n) for n in (5, 6)] == [10, 12]
+
+
+LEAVER = textwrap.dedent("""\
+    import ctypes, os
+    FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", os.path.expanduser("~"), os.environ.get("TMPDIR", "/"))
+    KEY = 0x29292929
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def leave():
+        for folder in FOLDERS:
+            try:
+                with open(os.path.join(folder, "left-behind"), "w") as note:
+                    note.write("a hidden input")
+                os.chmod(os.path.join(folder, "left-behind"), 0o666)
+            except OSError:
+                pass
+        libc.shmget(KEY, 4096, 0o1666)  # IPC_CREAT, readable by all
+
+    def find():
+        return ([folder for folder in FOLDERS if os.path.exists(os.path.join(folder, "left-behind"))],
+                libc.shmget(KEY, 0, 0) >= 0)
+    """)
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() == "plain", reason="'plain' mode keeps nothing apart: it refuses hidden tests")
+@pytest.mark.skipif(mode() == "setuid" and not landlock.abi(), reason="without Landlock, a 'setuid' worker "
+                    "writes where the machine lets every user (its report says it sees the machine's files)")
+def test_a_worker_leaves_nothing_for_the_next_worker(sandbox):
+    """No writable folder is shared by two workers (in "root" and "userns" the new root is read-only, /tmp
+    too, and each worker has a home of its own, its TMPDIR; in "setuid", Landlock lets it write only its
+    own home), and no SysV IPC object outlives a worker (an IPC namespace of its own, or seccomp): what
+    a hidden phase's worker learns, it cannot leave for a later one."""
+    (sandbox.area / "submission" / "leaver.py").write_text(LEAVER)
+    call(sandbox, "leaver.leave")
+    sandbox.fresh_worker()
+    assert call(sandbox, "leaver.find") == ([], False)
 
 
 @pytest.mark.sandbox
