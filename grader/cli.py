@@ -6,9 +6,7 @@ A plugin command is an entry point in the `grader.commands` group, a `main(argv)
 unless that command runs.
 """
 import argparse
-import atexit
 import json
-import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from importlib.util import find_spec
@@ -17,10 +15,6 @@ from pathlib import Path
 from .grading import GradeOptions, parse_components
 
 PLUGIN_GROUP = "grader.commands"
-QUICK_EXIT = frozenset({"check", "grade"})
-"""Commands that leave nothing behind once they return (their workers are dead, their report is written):
-their process ends without the interpreter's teardown, which frees torch's objects one by one (about
-0.1 CPU-s, paid by every check a student runs and every submission Gradescope grades)."""
 STUDENT_RELEASE = find_spec("grader.instructor") is None
 """The student release (`grader release`) ships without grader/instructor/ and the hidden suites:
 its command line has only the student's commands."""
@@ -157,19 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The `grader` command, and `python -m grader.cli`: main(), then its exit status. A QUICK_EXIT
-    command runs the exit handlers and flushes its output, as the interpreter would, then leaves."""
-    argv = sys.argv[1:]
-    status = main(argv)
-    if argv[:1] and argv[0] in QUICK_EXIT:
-        atexit._run_exitfuncs()  # e.g. removing this judge's control groups (sandbox/cgroup.py)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:  # a closed pipe: the interpreter's own exit says 120
-            status = status or 120
-        os._exit(status)
-    sys.exit(status)
+    """The `grader` command, and `python -m grader.cli`: main(), then its exit status."""
+    sys.exit(main(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,12 @@ class Budgets:
     """Importing one submission file: milliseconds for any sensible one (torch is imported already)."""
     worker_start: float = 60.0
     """A worker's start-up (Python, torch and numpy imported); not scaled: it is not the student's code."""
+    call: float = 600.0
+    """A call outside any case's limit (none does in a grading: a test's own tools, a notebook's)."""
+    reset: float = 5.0
+    """The worker forgetting a case's objects after it (their __del__ runs then)."""
+    grace: float = 0.5
+    """A worker out of time gets this long to say where its code was (SIGXCPU), before it is killed."""
     wall_factor: float = 5.0
     """Each limit above counts the worker's CPU seconds; its wall-clock backstop is this many times
     longer and counts the time waited for the worker while it was not waiting for a CPU (sandbox/client.py):

@@ -13,11 +13,8 @@ from .results import Failed
 from .sandbox.client import Allowance, Sandbox
 from .sandbox.messages import Op
 from .sandbox.protocol import PLAIN, Handle
+from .spec import BUDGETS
 
-MAX_CALL_SECONDS = 600.0
-"""CPU seconds of a call outside any test's allowance."""
-RESET_SECONDS = 5.0
-"""CPU seconds the worker gets to forget a test's objects (their __del__ runs then)."""
 REAL_KINDS = "biuf"
 """numpy's kinds of bool, int, unsigned and float arrays: what tensors may come back as."""
 
@@ -74,7 +71,7 @@ class Student:
         """Send one request (with the seed manual_seed left for it); its reply."""
         if self.seed is not None:
             message, self.seed = {**message, "seed": self.seed}, None
-        return self.sandbox.request(to_wire(message), self.allowance or MAX_CALL_SECONDS)
+        return self.sandbox.request(to_wire(message), self.allowance or BUDGETS.call)
 
     def manual_seed(self, seed: int) -> None:
         """torch.manual_seed(seed) in the worker, as a field of the next request: the random draws of the
@@ -105,7 +102,7 @@ class Student:
     def reset(self) -> None:
         """Forget every object the worker holds for us (and a seed a case cut short left)."""
         self.seed = None
-        self.sandbox.request({"op": Op.RESET}, RESET_SECONDS)
+        self.sandbox.request({"op": Op.RESET}, BUDGETS.reset)
 
 
 class Remote:

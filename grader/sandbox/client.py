@@ -79,8 +79,6 @@ _NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
 _LOG_TAIL_BYTES = 2000
 _WINDOWS_VARIABLES = ("SYSTEMROOT", "PATH")
 """What Python needs of the environment on Windows (SYSTEMROOT: its random numbers; PATH: DLLs)."""
-GRACE_SECONDS = 0.5
-"""CPU seconds a worker out of time gets to say where it was (SIGXCPU), before it is killed."""
 _POLL_SECONDS = 0.25
 _PROC = Path("/proc/self/stat").is_file()
 SEES_STARVATION = Path("/proc/self/schedstat").is_file()
@@ -830,7 +828,7 @@ class Worker:
         else) over a short look; False where /proc cannot tell."""
         pids = _descendants(self.pid)
         before = sum(_scheduled(pids))
-        time.sleep(GRACE_SECONDS)
+        time.sleep(BUDGETS.grace)
         return before > 0 and sum(_scheduled(pids)) == before
 
     def _time_out(self, request: dict, timeout: str) -> WorkerLost:
@@ -840,8 +838,8 @@ class Worker:
         if timeout != STALLED and hasattr(signal, "SIGXCPU"):  # POSIX
             self._signal(signal.SIGXCPU)
             try:
-                grace = GRACE_SECONDS * BUDGETS.wall_factor
-                reply = checked(request, self._await(self.cpu + GRACE_SECONDS, self.waited + grace))
+                grace = BUDGETS.grace * BUDGETS.wall_factor
+                reply = checked(request, self._await(self.cpu + BUDGETS.grace, self.waited + grace))
                 error = reply.get("error")
                 if error and error["type"] == TIME_LIMIT:
                     function, where = error["function"], error["where"]

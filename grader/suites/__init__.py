@@ -138,7 +138,7 @@ class Suite:
                 fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
                 # No database, so no key: else hypothesis hashes the test's source at every run (as its
                 # own find() does where there is no database)
-                fn._hypothesis_internal_database_key = None
+                fn._hypothesis_internal_database_key = None  # tests/grader/test_draws.py checks it is read
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
                                    integration))

@@ -87,10 +87,9 @@ def test_grader_experiments_is_still_a_command(capsys):
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("command", ["check", "grade"])
-def test_a_grading_command_skips_the_teardown_but_not_its_exit_handlers_or_output(tmp_path, command):
-    """`grader check` and `grader grade` end by os._exit (cli.QUICK_EXIT): their exit handlers still
-    run (this judge's control groups are gone, where it could make them), and everything they print
-    or write arrives."""
+def test_a_grading_command_runs_its_exit_handlers_and_its_output_arrives(tmp_path, command):
+    """`grader check` and `grader grade` leave no control group of their judge's behind (their exit
+    handlers remove them, where it could make them), and everything they print or write arrives."""
     from grader.sandbox import cgroup
 
     card = tmp_path / "card.json"
