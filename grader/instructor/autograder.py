@@ -23,7 +23,16 @@ from pathlib import Path
 
 from ..archive import deterministic_zip
 from ..salt import deployment_salt
-from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, TIMEOUTS, VISIBILITIES, catalogue
+from .gradescope import (
+    DEFAULT_HIDDEN_VISIBILITY,
+    DEFAULT_TIMEOUT,
+    TIMEOUTS,
+    VISIBILITIES,
+    catalogue,
+    minimum_time_limit,
+    minimum_timeout,
+    time_limit,
+)
 from .release import INSTRUCTOR_ONLY, JUNK
 from .runner import PINNED, pins
 
@@ -155,6 +164,11 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
     if not TIMEOUTS[0] <= timeout <= TIMEOUTS[1]:
         raise AutograderError(f"--timeout {timeout:g}: Gradescope's timeout in seconds, from {TIMEOUTS[0]:g} "
                               f"to {TIMEOUTS[1]:g} (its maximum, 40 minutes)")
+    if timeout < (needed := minimum_timeout(timeout_scale)):
+        raise AutograderError(f"--timeout {timeout:g} at --timeout-scale {timeout_scale:g} leaves the "
+                              f"grading {time_limit(timeout):g} s, less than the reference's own grading "
+                              f"needs ({minimum_time_limit(timeout_scale):g} s): correct work would lose the "
+                              f"tests with no time left. Use --timeout {needed:g} or more")
     for needed in ("solutions", "grader/suites/hidden"):
         if not (repo / needed).is_dir():
             raise AutograderError(f"no {repo / needed}: grading needs the reference and hidden tests")

@@ -161,7 +161,7 @@ def _extract(path: Path, target: Path) -> tuple[Path, dict[Path, str]]:
         stand_in = target / name
         stand_in.parent.mkdir(parents=True, exist_ok=True)
         stand_in.touch()
-        too_large[stand_in.resolve()] = f"{PurePosixPath(name).name} is {why}: not read"
+        too_large[stand_in.resolve()] = f"{PurePosixPath(name).name} {why}: not read"
     return target, too_large
 
 

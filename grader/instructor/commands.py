@@ -12,7 +12,20 @@ from .corpus import DEFAULT as DEFAULT_CORPUS
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, VISIBILITIES
 
 
+def _refused_time_limit(args: argparse.Namespace, command: str) -> bool:
+    """Say so, and True, where --time-limit would take points from correct work (gradescope.py)."""
+    from .gradescope import time_limit_refused
+    why = time_limit_refused(args.time_limit, args.timeout_scale)
+    if why:
+        print(f"grader {command}: {why}", file=sys.stderr)
+    return bool(why)
+
+
 def _grade(args: argparse.Namespace) -> int:
+    if args.bundle_time_limit is not None:  # the bundle's step: checked when the bundle was built
+        args.time_limit = args.bundle_time_limit
+    elif _refused_time_limit(args, "grade"):
+        return 2
     return run_judge(args, args.submission, False, "Grade (hidden tests)")
 
 
@@ -39,6 +52,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     from .grade_all import grade_all
     from .runner import VersionMismatch, default_workers
 
+    if _refused_time_limit(args, "grade-all"):
+        return 2
     try:
         seconds = BUDGETS.scaled(args.timeout_scale).backstop * max(1.0, args.wall_scale)
         return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
@@ -160,6 +175,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     grade.add_argument("--json", metavar="FILE", help="also write the scorecard as JSON")
     grade.add_argument("--progress", metavar="FILE", help="append each test's result to FILE as it ends "
                                                           "(a JSON line each)")
+    grade.add_argument("--bundle-time-limit", type=float, metavar="SECONDS", help=argparse.SUPPRESS)
     _unsafe_option(grade)
     grade.set_defaults(run=_grade)
 

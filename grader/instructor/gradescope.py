@@ -22,6 +22,7 @@ and the others, not run.
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -114,6 +115,42 @@ def time_limit(timeout: float) -> float:
     clock (Gradescope's start, the judge's own imports, a worker restarting in its last test), and
     more than STOP_RESERVE, so that the judge normally ends before it is stopped."""
     return timeout - max(1.5 * STOP_RESERVE, 0.15 * timeout)
+
+
+REFERENCE_SECONDS = 15.0
+"""The reference's own full grading, in wall seconds at --timeout-scale 1, rounded up from the slowest
+machine measured: 13.4 s on Gradescope's half CPU (docs/grading.md, "Gradescope"), 5.5 s on the 2-core
+development machine (README, "Speed")."""
+TIME_MARGIN = 2.0
+"""How many times REFERENCE_SECONDS a time limit leaves for the tests before the longest one starts."""
+
+
+def minimum_time_limit(timeout_scale: float = 1.0) -> float:
+    """The shortest --time-limit that takes no points from correct work: the judge does not start a
+    test whose CPU limit would end past the limit (judge.judge's `deadline`), so the reference must
+    reach its longest test (60 s at scale 1) with that test's limit still ahead of it: TIME_MARGIN
+    times its own grading, then that limit, both scaled."""
+    from ..suites import all_cases  # torch: only the commands that grade ask
+
+    return math.ceil(timeout_scale * (TIME_MARGIN * REFERENCE_SECONDS + max(c.timeout for c in all_cases())))
+
+
+def minimum_timeout(timeout_scale: float = 1.0) -> float:
+    """The shortest Gradescope timeout whose time_limit is minimum_time_limit (time_limit's inverse)."""
+    needed = minimum_time_limit(timeout_scale)
+    reserve = 1.5 * STOP_RESERVE
+    return float(needed + reserve if 0.15 * (needed + reserve) <= reserve else math.ceil(needed / 0.85))
+
+
+def time_limit_refused(time_limit: float | None, timeout_scale: float) -> str:
+    """Why `time_limit` would take points from correct work ("" if it would not, or is not set)."""
+    needed = minimum_time_limit(timeout_scale)
+    if time_limit is None or time_limit >= needed:
+        return ""
+    return (f"--time-limit {time_limit:g} is shorter than the reference's own grading needs at "
+            f"--timeout-scale {timeout_scale:g}: at least {needed:g} s (its longest test's limit, and "
+            f"{TIME_MARGIN:g} times its grading of {REFERENCE_SECONDS:g} s before it); a test with no time "
+            "left would cost correct work its points")
 
 
 def _points(x: float) -> str:
@@ -229,8 +266,10 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
             return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
         timeout = settings.get("timeout", DEFAULT_TIMEOUT)  # a bundle from before the setting: the default
         left = time_limit(timeout) - (time.monotonic() - start)
+        # --bundle-time-limit: --time-limit, checked when the bundle was built (autograder.py): here it
+        # is what is left of the timeout, a few seconds under, and must never refuse the student
         command = [sys.executable, "-m", "grader.cli", "grade", str(directory), "--json", str(card_file),
-                   "--timeout-scale", str(settings["timeout_scale"]), "--time-limit", f"{left:.0f}",
+                   "--timeout-scale", str(settings["timeout_scale"]), "--bundle-time-limit", f"{left:.0f}",
                    "--progress", str(ended), *(["--only", only] if only else []),
                    *([UNSAFE_FLAG] if settings.get("unsafe_no_sandbox") else [])]
         code = _run(command, start + timeout - STOP_RESERVE)

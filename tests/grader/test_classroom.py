@@ -134,3 +134,66 @@ def test_a_judge_process_that_cannot_fork_grades_the_job_itself(tmp_path, monkey
     options = GradeOptions(components=("quiz",)).to_json()
     reply = runner._graded_in_a_fork({"folder": str(tmp_path), "name": "alice", "options": options})
     assert reply["outcome"] == "graded" and reply["card"]["score"] == reply["card"]["max_score"] > 0
+
+
+def test_canvas_late_in_any_case_and_the_newest_upload_wins_by_id(tmp_path):
+    """`_late_` and `_LATE_` are both Canvas names; of two uploads of one file the higher id wins
+    (9999 is older than 10000, though it sorts after it), and the merge is said."""
+    export = tmp_path / "canvas"
+    export.mkdir()
+    (export / "lovelaceada_late_51_9999_trainer.py").write_text("OLD = 1\n")
+    (export / "lovelaceada_LATE_51_10000_trainer-1.py").write_text("NEW = 1\n")
+    (export / "lovelaceada_51_9999_quiz.py").write_text("ANSWERS = {}\n")
+    zip_of(CORRECT, export / "turingalan_late_52_9003_lab9.zip")
+    found = discover(export, tmp_path / "scratch")
+    assert [s.students for s in found] == [("lovelaceada_51",), ("turingalan_52",)]
+    ada = found[0]
+    assert (ada.source / "trainer.py").read_text() == "NEW = 1\n"
+    assert sorted(p.name for p in ada.source.iterdir()) == ["quiz.py", "trainer.py"]
+    assert ada.notes == ("files of 2 uploads (9999, 10000) merged, the newest of each name kept: "
+                         "quiz.py from 9999, trainer.py from 10000",)
+    # Canvas' bulk feedback upload files a comment by the first two numbers of its name: user, file
+    assert ada.handback == "lovelaceada_51_10000_feedback.html" and found[1].notes == ()
+
+
+def test_a_moodle_download_all_submissions(tmp_path):
+    """Folders `Full Name_PARTICIPANT_assignsubmission_file_` (and without the last `_`, Moodle 4.1 on),
+    flat files where "download in folders" is off; online text left out."""
+    export = tmp_path / "moodle"
+    shutil.copytree(CORRECT, export / "Ada Lovelace_1001_assignsubmission_file_")
+    (export / "Ada Lovelace_1001_assignsubmission_onlinetext_").mkdir()
+    (export / "Ada Lovelace_1001_assignsubmission_onlinetext_" / "onlinetext.html").write_text("<p>hi</p>")
+    shutil.copytree(CORRECT, export / "Alan Turing_1002_assignsubmission_file" / "lab")
+    (export / "Grace Hopper_1003_assignsubmission_file_quiz.py").write_text("ANSWERS = {}\n")
+    found = discover(export, tmp_path / "scratch")
+    assert [(s.students, s.keys) for s in found] == [
+        (("Ada_Lovelace_1001",), {"Ada_Lovelace_1001": ("Participant 1001",)}),
+        (("Alan_Turing_1002",), {"Alan_Turing_1002": ("Participant 1002",)}),
+        (("Grace_Hopper_1003",), {"Grace_Hopper_1003": ("Participant 1003",)})]
+    assert sorted(p.name for p in found[0].source.iterdir()) == sorted(p.name for p in CORRECT.iterdir()
+                                                                       if p.is_file())
+    assert (found[1].source / "lab" / "attention.py").is_file()  # a student's own folder kept
+    assert [p.name for p in found[2].source.iterdir()] == ["quiz.py"]
+    # Moodle's "Upload multiple feedback files in a zip" files a file by its folder's participant number
+    assert found[0].handback == "Ada Lovelace_1001_assignsubmission_file_/feedback.html"
+
+
+def test_an_oversized_or_broken_entry_costs_its_student_only(tmp_path, monkeypatch):
+    """An export whose entry for one student is larger than one submission's cap (or will not
+    unpack): that student is unreadable, saying the cap; the others are read."""
+    from grader.instructor import classroom
+    monkeypatch.setattr(classroom, "MAX_ZIP_BYTES", 4096)
+    export = tmp_path / "export.zip"
+    with zipfile.ZipFile(export, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("lovelaceada_51_9001_quiz.py", "ANSWERS = {}\n")
+        archive.writestr("turingalan_52_9002_model.py", "x" * 5000)
+        archive.writestr("hopper/quiz.py", "ANSWERS = {}\n")
+        archive.writestr("liskov/data.bin", "y" * 5000)
+        archive.writestr("curie/quiz.py", "ANSWERS = {'q1': 'CORRUPT ME'}\n", zipfile.ZIP_STORED)
+    export.write_bytes(export.read_bytes().replace(b"CORRUPT ME", b"corrupt me"))  # its CRC no longer holds
+    found = discover(export, tmp_path / "scratch")
+    problems = {s.students[0]: s.problem for s in found}
+    cap = "is larger than the cap of 4096 bytes for one file: not read"
+    assert problems.pop("curie").startswith("quiz.py cannot be unpacked (Bad CRC-32")
+    assert problems == {"hopper": "", "liskov": f"data.bin {cap}", "lovelaceada_51": "",
+                        "turingalan_52": f"turingalan_52_9002_model.py {cap}"}

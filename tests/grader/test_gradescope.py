@@ -350,3 +350,16 @@ def test_a_lone_uploaded_notebook_or_zip_is_what_gets_graded(tmp_path: Path):
 def test_the_schema_refuses_what_gradescope_does_not_document(document: dict):
     assert not VALIDATOR.is_valid(document)
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("hidden", VISIBILITIES)
+def test_no_hidden_input_reaches_results_json_at_any_visibility(hidden: str):
+    """A hidden test's `[input: ...]` (its seed rebuilds the tensor with the release's strategies) is
+    withheld whatever the visibility; a public test's input is the student's to see."""
+    card = _card(("quiz",))
+    secret = " [input: shape=(2, 3), seed=15580683061648850159] (note: fix attention first)"
+    card["tests"] = [{**test, "message": f"differs{secret}"} for test in card["tests"]]
+    text = json.dumps(results(card, all_cases(), hidden_visibility=hidden))
+    public = [c for c in all_cases(components=("quiz",)) if c.visibility.value == "public"]
+    assert text.count("15580683061648850159") == len(public)
+    assert "differs [input withheld] (note: fix attention first)" in text

@@ -130,3 +130,39 @@ def test_grade_all_hands_back_escaped_feedback_and_a_canvas_gradebook(tmp_path):
     assert "script" not in elements.tags and "img" not in elements.tags
     assert "data-pwned" not in elements.attributes and "onerror" not in elements.attributes
     assert "quiz_answers_format" in dom and "&lt;script&gt;document.body" in dom
+
+
+def test_every_status_has_a_mark_and_renders():
+    """A test of any status, hidden or public, renders in both formats (grade-all --feedback once
+    crashed on a stalled test: KeyError); this fails as soon as a status has no mark."""
+    from grader.instructor.gradescope import SAYS
+    from grader.spec import Status
+
+    assert set(SAYS) == set(Status)
+    tests = [_test(f"t_{status.value}", visibility, status.value, f"why {SECRET}")
+             for status in Status for visibility in ("public", "hidden")]
+    card = {"score": 0.0, "max_score": float(len(tests)),
+            "components": {"attention": {"score": 0.0, "max_score": float(len(tests))}}, "tests": tests}
+    for hidden in ("score", "name", "full"):
+        for text in (markdown(Row("ada", Outcome.GRADED, card=card), hidden),
+                     page(Row("ada", Outcome.GRADED, card=card), hidden)):
+            assert all(SAYS[status] in text for status in Status)  # the public tests at least
+
+
+def test_gradings_that_did_not_end_get_no_feedback_and_lms_students_an_upload_zip(tmp_path):
+    """A timed-out row keeps its card in part (points so far): no feedback page, no grade; the pages of
+    students from an LMS export go into lms_upload.zip under the names the LMS's bulk upload files."""
+    import zipfile
+
+    rows = [Row("lovelaceada_51", Outcome.GRADED, card=CARD),
+            Row("Alan_Turing_1002", Outcome.UNREADABLE, "quiz.py is larger than the cap of 20 MiB"),
+            Row("erin", Outcome.TIMED_OUT, "1 test(s) stalled", card=CARD)]
+    handback = {"lovelaceada_51": "lovelaceada_51_9001_feedback.html",
+                "Alan_Turing_1002": "Alan Turing_1002_assignsubmission_file_/feedback.html"}
+    written = write_feedback(rows, tmp_path, handback=handback)
+    assert sorted(p.name for p in written) == ["Alan_Turing_1002.html", "Alan_Turing_1002.md",
+                                               "lms_upload.zip", "lovelaceada_51.html", "lovelaceada_51.md"]
+    with zipfile.ZipFile(tmp_path / "lms_upload.zip") as upload:
+        assert sorted(upload.namelist()) == sorted(handback.values())
+        assert upload.read(handback["lovelaceada_51"]) == (tmp_path / "lovelaceada_51.html").read_bytes()
+    assert "larger than the cap of 20 MiB" in (tmp_path / "Alan_Turing_1002.md").read_text()

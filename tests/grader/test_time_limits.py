@@ -173,3 +173,33 @@ def test_a_hanging_feedforward_blocks_what_calls_it_and_nothing_else(tmp_path):
     assert analysis["stripe_scores_match_reference"].status is Status.PASSED
     assert not [r for r in results if "used up their" in r.message]
     json.dumps([r.to_json() for r in results])  # nothing in them that the JSON cannot hold
+
+
+def test_a_test_not_run_for_lack_of_time_makes_the_grading_timed_out_not_graded():
+    from grader.instructor.runner import Outcome, _graded
+    from grader.spec import NOT_RUN
+
+    passed = {"status": "passed", "message": ""}
+    assert _graded({"tests": [passed]}, 1.0)["outcome"] == Outcome.GRADED
+    not_run = {"status": "timed_out", "message": f"{NOT_RUN}: the grading's time ran out before it"}
+    result = _graded({"tests": [passed, not_run]}, 1.0)
+    assert result["outcome"] == Outcome.TIMED_OUT and "--time-limit ran out" in result["message"]
+
+
+def test_a_time_limit_too_short_for_the_reference_is_refused_with_the_figure_it_needs(tmp_path, capsys):
+    """grade, grade-all and the Gradescope bundle: refused before any grading, naming the least limit."""
+    from grader.cli import main
+    from grader.instructor.gradescope import minimum_time_limit, minimum_timeout, time_limit
+
+    assert minimum_time_limit(1.0) == 90 and minimum_time_limit(2.0) == 180
+    assert time_limit(minimum_timeout(2.0)) >= minimum_time_limit(2.0)
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    for argv in (["grade", "examples/submissions/correct", "--time-limit", "30"],
+                 ["grade-all", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--time-limit", "60"],
+                 ["grade", "examples/submissions/correct", "--time-limit", "100", "--timeout-scale", "2"]):
+        assert main(argv) == 2
+        assert "needs at --timeout-scale" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    bundle = ["autograder", "--out", str(tmp_path / "a.zip"), "--timeout", "120", "--timeout-scale", "2"]
+    assert main(bundle) == 2
+    assert "Use --timeout 225 or more" in capsys.readouterr().err and not (tmp_path / "a.zip").exists()
