@@ -38,6 +38,7 @@ from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student, active, settled
 from .suites import Case, all_cases, without_local_constants, without_numpy_reseeding
+from .suites.fallback import observing
 
 
 class OutOfTime(RuntimeError):
@@ -377,7 +378,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     is this submission's, if the caller started it already (grading.grade does); the judge closes it.
     """
     with _one_thread(), without_local_constants(), without_numpy_reseeding(), \
-            tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+            observing(components) as seen, tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
             sandbox.start()  # before the salt and the hidden tests are read: its template may be forked
@@ -395,6 +396,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
             for index in _phases(cases, sandbox):
                 case = cases[index]
                 name, share = case.component, budgets[case.component]
+                seen.component = name  # the fallback dtype reads its dependencies' verdicts (fallback.Seen)
                 if deadline is not None and time.monotonic() + case.timeout * timeout_scale > deadline:
                     results[index] = Result(case.name, name, 0.0, case.points, Status.TIMED_OUT,
                                             f"{NOT_RUN}: {case.doc}: the grading's time ran out before it",
@@ -416,6 +418,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
                                             f"{case.doc}: not run, the tests of {name} waited past their "
                                             f"{backstop:.0f} s of wall-clock time (code that sleeps or "
                                             "waits?)", case.visibility)
+                seen.saw(results[index])
                 if on_result:
                     on_result(results[index])
         finally:

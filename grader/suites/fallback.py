@@ -4,17 +4,98 @@ The block runs the student's own attention and feed-forward network, the model i
 attention_maps its own model. Where such a dependency cannot compute in the dtype a test wants
 (it raises, or returns another dtype: float32 for float64 inputs, say), the test runs in float32
 instead, at float32's tolerance: the dtype rule ("compute in the input's dtype") costs points in
-the dependency's own tests only, and this component is still judged on everything it adds."""
-from collections.abc import Callable
+the dependency's own tests only, and this component is still judged on everything it adds.
+
+Whether a test may fall back is decided by what the judge saw, never by the student's code alone: only
+where one of the dependency's own float64 tests (FLOAT64_TESTS) did not pass earlier in this grading.
+A probe of the dependency (runnable_dtype) then says whether, and to what; but a dependency that passed
+every float64 test of its own is checked in float64 in every test that uses it, however it behaves when
+the judge calls it from a dependent's test (an attn that refuses float64 only there cannot buy its block
+float32's tolerance). A dependency whose tests are not part of the grading (`--only block`) leaves the
+probe to decide, as does a check run outside a grading (Seen is the judge's)."""
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import torch
 
-from ..results import Failed
+from ..results import Failed, Result
 from ..sandbox.client import StudentError
+from ..scoring import runs
+from ..spec import Status
 from ..student import settled
 
 FALLBACK = torch.float32
 """What a test runs in when the student's own dependency cannot run in the dtype it wants."""
+
+FLOAT64_TESTS: dict[str, frozenset[str]] = {
+    "attention": frozenset({
+        "sdpa_shapes_and_dtype", "sdpa_matches_definition", "sdpa_rows_are_distributions",
+        "sdpa_fully_masked_rows", "sdpa_causal_no_future_leak", "mha_heads_match_own_attention",
+        "mha_rope_heads", "mha_weights_before_dropout", "mha_dropout_on_weights",  # public
+        "sdpa_matches_reference", "sdpa_gradients", "mha_matches_reference", "mha_gradients",
+        "mha_dropout"}),
+    "feedforward": frozenset({
+        "ffn_contract", "ffn_position_wise", "ffn_matches_definition", "ffn_dropout",  # public
+        "ffn_matches_reference", "ffn_gradients", "ffn_dropout_train"}),
+    "block": frozenset({
+        "block_contract", "block_causal", "block_formula", "block_residual_dropout",
+        "block_sublayer_arguments",  # public
+        "block_pre_norm_formula", "block_post_norm_formula", "block_gradients", "block_dropout_eval",
+        "block_dropout_train"}),
+    "model": frozenset({
+        "logits_follow_m1", "blocks_built_with_arguments", "causality",  # public
+        "m1_absolute_positions", "m1_relative_positions", "dropout", "gradients"}),
+}
+"""The tests of each component whose modules a dependent's probe runs, that run it in float64 (drawn
+dtypes, or float64 alone): the only witnesses of "cannot run in float64" that open the fallback for its
+dependents. Each of these components has public ones, so that the public phase decides from its own
+tests too. (positional is none: the probes run its apply_rope through attention only, whose own tests
+fail where it cannot run in float64.)"""
+
+
+@dataclass
+class Seen:
+    """What a grading's tests saw so far, for the fallback: the judge's (judge.judge), one per grading.
+
+    `graded` are the components graded; `component` the one whose test runs now; `failed` the components
+    one of whose FLOAT64_TESTS did not pass (for whatever reason: a float32 failure too opens the
+    fallback, and the probe decides). The judge runs every component's tests after those of the
+    components it builds on (COMPONENTS order, public tests first), so their verdicts are in."""
+
+    graded: frozenset[str]
+    component: str = ""
+    failed: set[str] = field(default_factory=set)
+
+    def saw(self, result: Result) -> None:
+        if result.status is not Status.PASSED and result.name in FLOAT64_TESTS.get(result.component, ()):
+            self.failed.add(result.component)
+
+    def may_fall_back(self) -> bool:
+        """Whether a dependency of the component now tested is not known to run in float64: one of its
+        float64 tests failed in this grading, or it is not graded."""
+        return any(name not in self.graded or name in self.failed
+                   for name in runs(self.component) if name in FLOAT64_TESTS)
+
+
+_SEEN: ContextVar[Seen | None] = ContextVar("fallback_seen", default=None)
+
+
+@contextmanager
+def observing(components: tuple[str, ...]) -> Iterator[Seen]:
+    """What the judge records this grading's results in (Seen.saw), read by every fallback meanwhile."""
+    token = _SEEN.set(seen := Seen(frozenset(components)))
+    try:
+        yield seen
+    finally:
+        _SEEN.reset(token)
+
+
+def may_fall_back() -> bool:
+    """Seen.may_fall_back of this grading; outside a grading (a check run on its own), True."""
+    seen = _SEEN.get()
+    return seen is None or seen.may_fall_back()
 
 
 def _floats(value: object) -> list[torch.Tensor]:
@@ -63,7 +144,8 @@ def in_runnable_dtype(check: Callable[[torch.dtype], object], run: Callable[[tor
 def runnable_dtype(run: Callable[[torch.dtype], object], dtype: torch.dtype) -> torch.dtype:
     """`dtype`, unless the student's dependency (run(dtype) runs it on `dtype` inputs) cannot run in it
     and can in FALLBACK: then FALLBACK. A dependency that runs in neither leaves `dtype`: the test then
-    fails as that dependency does."""
-    if dtype == FALLBACK or runs_in(run, dtype) or not runs_in(run, FALLBACK):
+    fails as that dependency does. So does one that passed its own float64 tests in this grading
+    (may_fall_back), unprobed: how it behaves when called here is not the judge's evidence."""
+    if dtype == FALLBACK or not may_fall_back() or runs_in(run, dtype) or not runs_in(run, FALLBACK):
         return dtype
     return FALLBACK

@@ -1,14 +1,29 @@
 """A dependency that cannot run in float64: the dtype a dependent component is then checked in
-(fallback.runnable_dtype), and the student's own backward as one step of a formula composed
-here (through.through), on local stand-ins for the worker."""
+(fallback.runnable_dtype), only where the dependency's own float64 tests failed in the grading (the
+judge's evidence, not the student's behaviour when probed: issue 29), and the student's own backward as
+one step of a formula composed here (through.through), on local stand-ins for the worker."""
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
-from grader.results import Failed
+from grader.judge import judge
+from grader.results import Failed, Result
 from grader.sandbox.client import StudentError
-from grader.suites.fallback import in_runnable_dtype, runnable_dtype
+from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
+from grader.suites import all_cases
+from grader.suites.fallback import (
+    FLOAT64_TESTS,
+    Seen,
+    in_runnable_dtype,
+    may_fall_back,
+    observing,
+    runnable_dtype,
+)
 from grader.suites.through import through
+from helpers import EXAMPLES, load_bugs
 
 
 def _softmax_in_float32(dtype: torch.dtype) -> torch.Tensor:
@@ -98,3 +113,132 @@ def test_a_formula_backpropagates_through_the_students_own_backward():
     (x + through(_Local(outer), torch.tanh(inner(x)), grads)).backward(g)
     assert torch.allclose(x.grad, x_grad) and grads.keys() == expected.keys()
     assert all(torch.allclose(grads[n], expected[n]) for n in expected)
+
+
+# ---------------------------------------------------------------- the fallback is the judge's choice
+def _seen(graded: tuple[str, ...], component: str, results: dict[str, Status]) -> Seen:
+    seen = Seen(frozenset(graded), component)
+    for name, status in results.items():
+        owner, _, test = name.partition(".")
+        seen.saw(Result(test, owner, 0.0, 1.0, status, "", Visibility.PUBLIC))
+    return seen
+
+
+SUBLAYERS_AND_BLOCK = ("attention", "feedforward", "block")
+
+
+@pytest.mark.parametrize(("graded", "component", "results", "expected"), [
+    (SUBLAYERS_AND_BLOCK, "block", {"attention.sdpa_shapes_and_dtype": Status.PASSED}, False),
+    (SUBLAYERS_AND_BLOCK, "block", {"attention.sdpa_shapes_and_dtype": Status.FAILED}, True),
+    (SUBLAYERS_AND_BLOCK, "block", {"feedforward.ffn_contract": Status.TIMED_OUT}, True),
+    # a failure that says nothing of float64 opens nothing
+    (SUBLAYERS_AND_BLOCK, "block", {"attention.mha_value_errors": Status.FAILED}, False),
+    (("block",), "block", {}, True),  # its dependencies are not graded: the probe decides, as it would
+    (COMPONENTS, "model", {"attention.mha_matches_reference": Status.FAILED}, True),  # through the block
+    (COMPONENTS, "analysis", {"block.block_formula": Status.FAILED}, True),
+    (COMPONENTS, "analysis", {"block.block_state_dict": Status.FAILED}, False),
+    (COMPONENTS, "block", {"model.logits_follow_m1": Status.FAILED}, False),  # not a dependency
+])
+def test_only_a_dependencys_own_float64_tests_open_the_fallback(graded, component, results, expected):
+    assert _seen(graded, component, results).may_fall_back() is expected
+
+
+def test_float64_tests_are_real_tests_and_each_component_has_public_ones():
+    # public ones: the public phase (the block's public tests run before attention's hidden ones)
+    # decides from what it saw too
+    for component, names in FLOAT64_TESTS.items():
+        cases = {case.name: case for case in all_cases(components=(component,))}
+        assert names <= cases.keys(), (component, names - cases.keys())
+        assert any(cases[name].public for name in names), component
+
+
+def test_a_dependency_that_passed_its_float64_tests_is_not_probed():
+    ran = []
+
+    def probe(dtype: torch.dtype) -> torch.Tensor:
+        ran.append(dtype)
+        return _raises_in_float64(dtype)
+
+    def check(dtype: torch.dtype) -> None:
+        raise Failed(f"fails in {dtype}")
+
+    with observing(SUBLAYERS_AND_BLOCK) as seen:
+        seen.component = "block"
+        seen.saw(Result("mha_matches_reference", "attention", 1.0, 1.0, Status.PASSED, "", Visibility.HIDDEN))
+        with pytest.raises(Failed, match="fails in torch.float64"):
+            in_runnable_dtype(check, probe, torch.float64)
+        assert runnable_dtype(probe, torch.float64) == torch.float64 and not ran
+        seen.saw(Result("mha_matches_reference", "attention", 0.0, 1.0, Status.FAILED, "", Visibility.HIDDEN))
+        assert runnable_dtype(probe, torch.float64) == torch.float32
+    assert may_fall_back()  # outside a grading: the probe decides
+
+
+def _submission(tmp_path: Path, name: str, edits: list[tuple[str, str, str]]) -> Path:
+    """correct/ with each (file, old, new) replacement (old found exactly once)."""
+    bugs = load_bugs()
+    dest = tmp_path / name
+    shutil.copytree(EXAMPLES / "correct", dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for file, old, new in edits:
+        path = dest / file
+        path.write_text(bugs.apply(bugs.Bug(name, file.removesuffix(".py"), file, old=old, new=new,
+                                            description="a variant.", keywords=("x",)), path.read_text()))
+    return dest
+
+
+OFF_BY_3E_5 = ("block.py", "        y, w = sublayers(x, mask, bias)\n",
+               "        y, w = sublayers(x, mask, bias)\n        y = y * (1 + 3e-5)\n")
+# The block's attn refuses float64 when the judge calls it directly for its weights (the dtype probe, the
+# formula check's own sublayer calls), and runs it within the block's forward: attention's own tests never
+# see it, nor do the block's tests that call its attn for y alone (block_sublayer_arguments).
+REFUSES_DIRECT_CALLS = [
+    ("block.py", "        sublayers = self._pre if self.pre_norm else self._post\n"
+                 "        y, w = sublayers(x, mask, bias)\n",
+     "        sublayers = self._pre if self.pre_norm else self._post\n"
+     "        self.attn.within_block = True\n"
+     "        try:\n"
+     "            y, w = sublayers(x, mask, bias)\n"
+     "        finally:\n"
+     "            self.attn.within_block = False\n"
+     "        y = y * (1 + 3e-5)\n"),
+    ("block.py", "        self.norm1 = nn.LayerNorm(d_model)\n",
+     "        self.norm1 = nn.LayerNorm(d_model)\n        self.attn.within_block = False\n"),
+    ("attention.py", '        # one fused matmul for the three projections\n',
+     '        # one fused matmul for the three projections\n'
+     '        if return_weights and getattr(self, "within_block", True) is False \\\n'
+     '                and x.dtype == torch.float64:\n'
+     '            raise RuntimeError("expected scalar type Float but found Double")\n'),
+]
+
+
+def _scores(results) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for result in results:
+        scores[result.component] = scores.get(result.component, 0.0) + result.score
+    return scores
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_an_attn_that_refuses_float64_only_to_the_judge_buys_its_block_no_tolerance(tmp_path):
+    """Issue 29: a block off by 3e-5 (relative) loses its formula tests whether or not its attn refuses
+    float64 to direct calls only; attention passes every test of its own either way."""
+    plain = judge(_submission(tmp_path, "off", [OFF_BY_3E_5]), components=SUBLAYERS_AND_BLOCK)
+    refusing = judge(_submission(tmp_path, "refusing", REFUSES_DIRECT_CALLS), components=SUBLAYERS_AND_BLOCK)
+    for results in (plain, refusing):
+        failed = {r.name for r in results if r.status is not Status.PASSED}
+        assert {"block_formula", "block_pre_norm_formula", "block_post_norm_formula"} <= failed, failed
+        assert not [r for r in results if r.component != "block" and r.status is not Status.PASSED]
+    assert _scores(refusing)["block"] == _scores(plain)["block"], (
+        [f"{r.name}: {r.status}: {r.message}" for r in refusing if r.component == "block"])
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_an_attention_that_cannot_run_in_float64_still_costs_attention_only(tmp_path):
+    # graded with its dependencies, so that the block's fallback rests on what attention's tests saw
+    submission = load_bugs().materialize(load_bugs().BY_NAME["softmax_in_float32"], tmp_path)
+    results = judge(submission, components=SUBLAYERS_AND_BLOCK)
+    lost = [f"{r.component}.{r.name}: {r.message}" for r in results
+            if r.status is not Status.PASSED and r.component != "attention"]
+    assert not lost, "\n".join(lost)
+    assert _scores(results)["attention"] < COMPONENT_POINTS["attention"]
