@@ -48,7 +48,8 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
                     if skipped is None:
                         raise ArchiveError(f"its entry {member.filename!r} unpacks to more than "
                                            f"{_size(bytes_per_file)}")
-                    skipped[member.filename] = f"is larger than the cap of {_size(bytes_per_file)} for one file"
+                    skipped[member.filename] = f"is larger than the cap of {_size(bytes_per_file)} for one " \
+                                               "file"
                     files.remove(member)
                 max_bytes = bytes_per_file * max(1, len(files))
             if sum(m.file_size for m in files) > max_bytes:

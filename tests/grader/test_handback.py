@@ -1,10 +1,8 @@
 """What goes back to students (grader/instructor/feedback.py): per component the score, every public
 test with its message, hidden tests by the instructor's policy and never their drawn inputs; the HTML
-escaped, checked in a real headless browser (Chromium) on a class graded by grade-all, which also
-writes the Canvas gradebook for it."""
-import csv
+escaped, checked in a real headless browser (Chromium) on a class graded by grade-all (--only quiz,
+which grade-all refuses with --lms: the Canvas gradebook of a graded class is test_course.py's)."""
 import html.parser
-import json
 import shutil
 import subprocess
 import sys
@@ -66,8 +64,7 @@ def test_feedback_files_for_graded_and_zero_only(tmp_path):
 HOSTILE = "<script>document.body.setAttribute('data-pwned', '1')</script><img src=x onerror=alert(1)>"
 CANVAS_ROSTER = ("Student,ID,SIS User ID,SIS Login ID,Section,Transformer lab (4102)\n"
                  "    Points Possible,,,,,100\n"
-                 '"Lovelace, Ada",51,S314,ada@uni.edu,CS 101,\n'
-                 '"Turing, Alan",52,S271,alan@uni.edu,CS 101,\n')
+                 '"Lovelace, Ada",51,S314,ada@uni.edu,CS 101,\n')
 
 
 class _Elements(html.parser.HTMLParser):
@@ -115,14 +112,13 @@ def test_grade_all_hands_back_escaped_feedback_and_a_canvas_gradebook(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text(CANVAS_ROSTER)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-all", str(export), "--out", str(out),
-                           "--only", "quiz", "--feedback", "--lms", "canvas", "--roster", str(roster)],
+    command = [sys.executable, "-m", "grader.cli", "grade-all", str(export), "--out", str(out),
+               "--only", "quiz", "--feedback", "--lms", "canvas", "--roster", str(roster)]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "--only quiz with --lms" in refused.stderr  # a part is not the grade
+    done = subprocess.run([arg for arg in command if arg not in ("--lms", "canvas", "--roster", str(roster))],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    score = json.loads((out / "lovelaceada_51.json").read_text())["score"]
-    with open(out / "canvas.csv", newline="") as file:
-        assert [line[-1] for line in csv.reader(file)][2:] == [f"{score:g}", "0"]
-    assert "Roster students without a submission: 1" in (out / "summary.md").read_text()
     feedback = out / "feedback" / "lovelaceada_51.html"
     dom = _render(chromium, feedback, tmp_path / "profile")
     elements = _Elements()
