@@ -174,7 +174,8 @@ _local = threading.local()
 class _Judge:
     """A judge process that grades one job after another (`python -m grader.instructor.runner`), so
     that a class pays its imports (torch, the suites, the reference) once per thread, not per
-    submission. Each grading is grading.grade, as `grader grade` runs it, with a fresh worker."""
+    submission. Each grading is grading.grade, as `grader grade` runs it, with a fresh worker, in a
+    process that never held another grading's data (serve)."""
 
     def __init__(self) -> None:
         # A session of its own: Ctrl-C at the terminal reaches grade-all, which stops it in order.
@@ -199,7 +200,10 @@ class _Judge:
         if not line:
             self.close()
             return None
-        return json.loads(line)
+        reply = json.loads(line)
+        if reply.pop("closing", False):  # it lost its fork server and ends: the next job starts another
+            self.close()
+        return reply
 
     def close(self) -> None:
         _stop([self.process])
@@ -264,8 +268,12 @@ class _ForkServer:
         reply_read, reply_write = os.pipe()
         try:
             socket.send_fds(self.socket, [b"grade"], [request_read, reply_write])
+        except OSError:
+            os.close(request_write)
+            os.close(reply_read)
+            raise
         finally:
-            os.close(request_read)
+            os.close(request_read)  # the grading process's ends: once it has gone, ours see EOF
             os.close(reply_write)
         try:
             _write_all(request_write, json.dumps(request).encode())
@@ -313,7 +321,7 @@ def _fork_server(control: socket.socket, runner: int) -> NoReturn:
     to stop its sandbox, and report how it ended. Its stdin and stdout, the judge process's pipes to
     grade-all, go to /dev/null: nothing of theirs is read here, and a grading process cannot write there."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gradings' (ignored if grade-all's was)
         die_with_parent(runner)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
@@ -323,35 +331,34 @@ def _fork_server(control: socket.socket, runner: int) -> NoReturn:
             _, fds, _, _ = socket.recv_fds(control, 16, 2)
             if len(fds) != 2:
                 break  # hung up (nothing comes but a grading's two pipes)
-            control.sendall((json.dumps(_fork_grading(control, *fds)) + "\n").encode())
+            control.sendall((json.dumps(_fork_grading(control, *fds, interrupt=interrupt)) + "\n").encode())
     finally:
         os._exit(0)
 
 
-def _fork_grading(control: socket.socket, request: int, reply: int) -> dict:
+def _fork_grading(control: socket.socket, request: int, reply: int, *, interrupt: object) -> dict:
     """Fork a grading process for these pipes and wait for it: {"status": its wait status}, or
     {"refused": why} when there is no process to spare (the job is then an ERROR, never graded here)."""
     server = os.getpid()
     try:
         pid = os.fork()
     except OSError as error:
-        return {"refused": error.strerror or str(error)}
-    finally:
-        if os.getpid() == server:
-            os.close(request)
-            os.close(reply)
+        pid, refused = -1, {"refused": error.strerror or str(error)}
     if pid == 0:
-        _grading(control, request, reply, server)  # never returns
-    return {"status": os.waitpid(pid, 0)[1]}
+        _grading(control, request, reply, server=server, interrupt=interrupt)  # never returns
+    os.close(request)  # the grading process's now, or nobody's: its ends see EOF or EPIPE when it has gone
+    os.close(reply)
+    return refused if pid < 0 else {"status": os.waitpid(pid, 0)[1]}
 
 
-def _grading(control: socket.socket, request: int, reply: int, server: int) -> NoReturn:
+def _grading(control: socket.socket, request: int, reply: int, *, server: int, interrupt: object) -> NoReturn:
     """A grading process: read its request, grade it (Ctrl-C stops the grading, which closes its sandbox
-    on the way out), write its reply, and kill what is left of its sandbox's control groups."""
+    on the way out: `interrupt` is the judge process's SIGINT handler), write its reply, and kill what is
+    left of its sandbox's control groups."""
     status = 1
     try:
         control.close()  # the fork server's, not the grading's
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, interrupt)
         die_with_parent(server)
         with open(request, "rb") as pipe:
             job = json.loads(pipe.read())
