@@ -32,12 +32,12 @@ from .salt import grading_salt
 from .sandbox import eager
 from .sandbox.client import ASLEEP, SEES_STARVATION, STALLED, Sandbox, StudentError, WorkerLost
 from .sandbox.forbidden import static_problem
-from .sandbox.protocol import BLOCKED, TOO_MUCH_OUTPUT
+from .sandbox.messages import BLOCKED, TOO_MUCH_OUTPUT, Op
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
-from .student import Student, active, settled
-from .suites import Case, all_cases, without_local_constants, without_numpy_reseeding
+from .student import Student
+from .suites import Case, all_cases, without_local_constants
 from .suites.fallback import observing
 
 
@@ -89,10 +89,6 @@ class GuardedStudent(Student):
         if self.allowance is not None and (spent := self.sandbox.spent(self.allowance)):
             raise OutOfTime(spent)
 
-    def defer(self, message: dict) -> None:
-        self._admit()
-        super().defer(message)
-
     def request(self, message: dict) -> dict:
         self._admit()
         try:
@@ -131,18 +127,15 @@ class FailingCalls:
 
 @contextmanager
 def _recording(test: Callable, failing: FailingCalls) -> Iterator[None]:
-    """Record every failing call of a hypothesis test in `failing`, while it runs (each example
-    flushing what it deferred)."""
+    """Record every failing call of a hypothesis test in `failing`, while it runs."""
     hypothesis = getattr(test, "hypothesis", None)
     if hypothesis is None:
         yield
         return
     inner = hypothesis.inner_test
-    example = settled(inner)
-
     def recorded(*args: object, **kwargs: object) -> object:
         try:
-            return example(*args, **kwargs)
+            return inner(*args, **kwargs)
         except BaseException as error:
             failing.calls.append((error, {k: v for k, v in kwargs.items() if k != "student"}))
             raise
@@ -214,15 +207,14 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
         return result(*student.broken[case.component])
     eager.manual_seed(case.seed_examples(grading_salt(case.public) if salt is None else salt))
     student.lost = student.over = student.allowance = None
-    student.deferred = []
+    student.seed = None
     limit = case.timeout * timeout_scale
     failing = FailingCalls()
     try:
         student.sandbox.ready()
         student.allowance = student.sandbox.allowance(limit, wall_scale)  # once a worker is ready
-        with active(student), _recording(case.run, failing), without_local_constants(), \
-                without_numpy_reseeding():
-            settled(case.run)(student)
+        with _recording(case.run, failing), without_local_constants():
+            case.run(student)
     except BaseException as raised:  # noqa: BLE001 - fail closed on anything
         error = _unwrap(raised)
         if isinstance(error, KeyboardInterrupt):
@@ -307,7 +299,7 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
         except WorkerLost:
             return  # no worker at all: every case will say so
         try:
-            sandbox.request({"op": "import", "module": module}, sandbox.allowance(limit, wall_scale))
+            sandbox.request({"op": Op.IMPORT, "module": module}, sandbox.allowance(limit, wall_scale))
         except StudentError as error:
             origin = _blamed(error, module)
             if origin not in broken:
@@ -377,8 +369,8 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
     end past it is not run (NOT_RUN, timed out), so that the judge ends before it. `sandbox`
     is this submission's, if the caller started it already (grading.grade does); the judge closes it.
     """
-    with _one_thread(), without_local_constants(), without_numpy_reseeding(), \
-            observing(components) as seen, tempfile.TemporaryDirectory(prefix="grader-") as scratch:
+    with _one_thread(), without_local_constants(), observing(components) as seen, \
+            tempfile.TemporaryDirectory(prefix="grader-") as scratch:
         sandbox = sandbox or Sandbox(submission_dir, Path(scratch), timeout_scale, hidden=not public_only)
         try:
             sandbox.start()  # before the salt and the hidden tests are read: its template may be forked
