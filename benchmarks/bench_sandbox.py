@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.sandbox.client import MODE_VARIABLE, Sandbox, mode
+from grader.sandbox.client import Sandbox
+from grader.sandbox.modes import MODE_VARIABLE, mode
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,7 @@ KINDS = (  # (kind, path fragment, function names or None for any): innermost ma
     ("reference: training runs", "/solutions/trainer.py", {"train"}),
     ("reference: training runs", "/suites/hidden/trainer.py", {"_variant_train"}),
     ("reference: other computations", "/solutions/", None),
-    ("protocol: encode/decode", "/sandbox/protocol.py", {"encode", "decode"}),
+    ("protocol: encode/decode", "/sandbox/worker/protocol.py", {"encode", "decode"}),
     ("suites: task data", "/grader/tasks.py", None),
     ("suites: checks and twins", "/grader/suites/", None),
     ("hypothesis: generation, shrinking, engine", "/hypothesis/", None),
@@ -136,7 +136,7 @@ def _tree_root(sandbox) -> int | None:
 
 def record_messages(messages: list) -> None:
     """Keep every message the judge sends or receives (to time the worker's side of them later)."""
-    from grader.sandbox.protocol import Channel, PollChannel
+    from grader.sandbox.channel import Channel, PollChannel
 
     for kind in (Channel, PollChannel):
         def sending(channel, value, deadline, send=kind.send):
@@ -153,7 +153,7 @@ def record_messages(messages: list) -> None:
 
 def worker_protocol_cpu(messages: list) -> float:
     """CPU seconds the worker spends on these messages: decoding the requests, encoding the replies."""
-    from grader.sandbox.protocol import decode, encode
+    from grader.sandbox.worker.protocol import decode, encode
 
     bodies = [bytearray(encode(m)[8:]) for m in messages]
     start = time.process_time()

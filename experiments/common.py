@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from grader.sandbox.loader import import_module, import_package
+from grader.sandbox.worker.loader import import_module, import_package
 from grader.submission import MODULES
 from grader.tasks import Task
 

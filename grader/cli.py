@@ -48,8 +48,8 @@ def run_judge(args: argparse.Namespace, path: str, public_only: bool, title: str
     from .report import public_share, terminal, write_json
     from .results import safe_text
     from .salt import SaltUnavailable
-    from .sandbox.client import SandboxUnavailable
-    from .sandbox.jail import own_memory_limited
+    from .sandbox.errors import SandboxUnavailable
+    from .sandbox.processes import own_memory_limited
     from .submission import SubmissionError, special_files
     from .suites import HiddenTestsMissing
 

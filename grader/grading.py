@@ -67,7 +67,8 @@ def grade(submission: Path, options: GradeOptions = GradeOptions(),
     sandbox cannot run here as asked (or cannot keep the hidden tests hidden: sandbox_mode).
     """
     from .sandbox.affinity import one_cpu
-    from .sandbox.client import FORKED_MODES, Sandbox
+    from .sandbox.client import Sandbox
+    from .sandbox.modes import FORKED_MODES
     from .submission import unpack
 
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit

@@ -11,7 +11,7 @@ gives every case of its component, and of the components that import it, the sam
 message at once, and is never imported again.
 
 Time limits count the worker's CPU seconds (the judge's own work, drawing inputs and running the
-reference, is not charged), with a wall-clock backstop several times longer (sandbox/client.py): a
+reference, is not charged), with a wall-clock backstop several times longer (sandbox/clocks.py): a
 loaded machine does not change a grade. Once a function of the student's has run out of time, every
 later call that reaches it fails at once ("blocked"), instead of waiting for it again.
 """
@@ -29,25 +29,18 @@ import torch
 
 from .results import Failed, Result
 from .salt import grading_salt
-from .sandbox import eager
-from .sandbox.client import ASLEEP, SEES_STARVATION, STALLED, Sandbox, StudentError, WorkerLost
-from .sandbox.forbidden import static_problem
-from .sandbox.messages import BLOCKED, TOO_MUCH_OUTPUT, Op
+from .sandbox.client import Sandbox
+from .sandbox.clocks import ASLEEP, SEES_STARVATION, STALLED, OutOfTime
+from .sandbox.errors import StudentError, WorkerLost
+from .sandbox.worker import eager
+from .sandbox.worker.forbidden import static_problem
+from .sandbox.worker.messages import BLOCKED, TOO_MUCH_OUTPUT, Op
 from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
 from .suites import Case, all_cases, without_local_constants
 from .suites.fallback import observing
-
-
-class OutOfTime(RuntimeError):
-    """The case's allowance ran out between calls (hypothesis still drawing or shrinking): `timeout`
-    says how (Sandbox.spent)."""
-
-    def __init__(self, timeout: str):
-        super().__init__(timeout)
-        self.timeout = timeout
 
 
 class Unimportable(NamedTuple):

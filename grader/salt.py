@@ -27,7 +27,7 @@ _read_here = False
 
 
 def read_here() -> bool:
-    """Whether this process has read the deployment's salt (client.forks_template asks)."""
+    """Whether this process has read the deployment's salt (sandbox/template_client.forks_template asks)."""
     return _read_here
 
 

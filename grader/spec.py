@@ -102,7 +102,7 @@ class Budgets:
     """A worker out of time gets this long to say where its code was (SIGXCPU), before it is killed."""
     wall_factor: float = 5.0
     """Each limit above counts the worker's CPU seconds; its wall-clock backstop is this many times
-    longer and counts the time waited for the worker while it was not waiting for a CPU (sandbox/client.py):
+    longer and counts the time waited for the worker while it was not waiting for a CPU (sandbox/clocks.py):
     only a worker that sleeps or waits reaches it (or, where the kernel does not say how long it waited
     for a CPU, one that gets less than 1/wall_factor of a core)."""
 

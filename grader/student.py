@@ -10,9 +10,10 @@ import numpy as np
 import torch
 
 from .results import Failed
-from .sandbox.client import Allowance, Sandbox
-from .sandbox.messages import Op
-from .sandbox.protocol import PLAIN, Handle
+from .sandbox.client import Sandbox
+from .sandbox.clocks import Allowance
+from .sandbox.worker.messages import Op
+from .sandbox.worker.protocol import PLAIN, Handle
 from .spec import BUDGETS
 
 REAL_KINDS = "biuf"

@@ -23,7 +23,7 @@ from textwrap import dedent, indent
 import numpy as np
 
 from grader.sandbox.client import Sandbox
-from grader.sandbox.protocol import MAX_BYTES, encode
+from grader.sandbox.worker.protocol import MAX_BYTES, encode
 
 _markers = itertools.count()
 

@@ -37,7 +37,7 @@ from ..archive import ArchiveError, deterministic_zip, folder_files
 from ..grading import GradeOptions
 from ..salt import deployment_salt
 from ..sandbox.cgroup import kill_gone_judges, kill_judge
-from ..sandbox.jail import die_with_parent
+from ..sandbox.worker.jail import die_with_parent
 from ..spec import BUDGETS, NOT_RUN, Status
 from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ..results import Failed
-from ..sandbox.client import StudentError
+from ..sandbox.errors import StudentError
 from ..spec import GRADIENT_TOLERANCE, Tolerance
 from ..student import Remote
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..results import Failed, Result
-from ..sandbox.client import StudentError
+from ..sandbox.errors import StudentError
 from ..scoring import runs
 from ..spec import Status
 

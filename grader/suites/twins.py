@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..sandbox import eager
+from ..sandbox.worker import eager
 from ..student import Remote, Student
 from .checks import Moves, expect_same_keys
 from .strategies import randn

@@ -37,8 +37,8 @@ from attacks import (
 )
 from grader.instructor.runner import MAX_PAYLOAD_BYTES
 from grader.sandbox import cgroup
-from grader.sandbox.client import mode
-from grader.sandbox.jail import Limits
+from grader.sandbox.modes import mode
+from grader.sandbox.worker.limits import Limits
 from grader.spec import Status
 from grader.submission import MAX_ZIP_BYTES
 from helpers import EXAMPLES

@@ -8,7 +8,7 @@ import textwrap
 PROGRAM = textwrap.dedent("""\
     import sys
     import torch
-    from grader.sandbox import eager
+    from grader.sandbox.worker import eager
 
     def trained(cls, **options):
         torch.manual_seed(0)

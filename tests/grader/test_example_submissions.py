@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grader.sandbox.loader import import_module, import_package
+from grader.sandbox.worker.loader import import_module, import_package
 from grader.submission import MODULES
 from helpers import EXAMPLES, load_bugs
 

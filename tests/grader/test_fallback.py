@@ -11,7 +11,7 @@ from torch import nn
 
 from grader.judge import judge
 from grader.results import Failed, Result
-from grader.sandbox.client import StudentError
+from grader.sandbox.errors import StudentError
 from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
 from grader.suites import all_cases
 from grader.suites.fallback import (

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from grader.cli import main
 from grader.judge import GuardedStudent, judge, run_case
 from grader.results import Result
-from grader.sandbox.client import Allowance, Sandbox
+from grader.sandbox.client import Sandbox
+from grader.sandbox.clocks import Allowance
 from grader.scoring import scorecard
 from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
 from grader.suites import Case, Suite, all_cases

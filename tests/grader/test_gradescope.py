@@ -35,7 +35,7 @@ from grader.instructor.gradescope import (
 )
 from grader.results import Result
 from grader.salt import deployment_salt
-from grader.sandbox.client import mode
+from grader.sandbox.modes import mode
 from grader.scoring import scorecard
 from grader.spec import COMPONENTS, Status
 from grader.suites import Case, all_cases

@@ -25,7 +25,9 @@ from grader.judge import judge
 from grader.results import Failed, safe_text
 from grader.salt import SALT_FILE
 from grader.sandbox import client
-from grader.sandbox.client import FORKED_MODES, Sandbox, StudentError, WorkerLost, mode
+from grader.sandbox.client import Sandbox
+from grader.sandbox.errors import StudentError, WorkerLost
+from grader.sandbox.modes import FORKED_MODES, mode
 from grader.spec import Status
 from grader.student import Student
 from helpers import EXAMPLES, ROOT

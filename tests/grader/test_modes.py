@@ -24,9 +24,13 @@ from grader.judge import _phases
 from grader.report import terminal
 from grader.results import markdown_text
 from grader.salt import SALT_FILE, case_seed
-from grader.sandbox import client, landlock
-from grader.sandbox.client import Sandbox, SandboxUnavailable, StudentError, describe, mode, uid_pool
-from grader.sandbox.forbidden import static_problem
+from grader.sandbox import modes
+from grader.sandbox.client import Sandbox
+from grader.sandbox.errors import SandboxUnavailable, StudentError
+from grader.sandbox.modes import describe, mode
+from grader.sandbox.uids import uid_pool
+from grader.sandbox.worker import landlock
+from grader.sandbox.worker.forbidden import static_problem
 from grader.scoring import scorecard
 from grader.suites import GRADER_SETTINGS
 from grader.suites.strategies import key_seeds, seeds
@@ -48,7 +52,7 @@ def asked(monkeypatch):
 
 
 def _forget() -> None:
-    for cached in (client.mode, client._problem, client._setuid_problem):
+    for cached in (modes.mode, modes._problem, modes._setuid_problem):
         cached.cache_clear()
 
 
@@ -115,7 +119,8 @@ def test_plain_mode_grades_hidden_tests_only_when_told_and_says_so(asked, submis
         Sandbox(submission, tmp_path)
     assert Sandbox(submission, tmp_path, hidden=False).mode == "plain"  # grader check, on one's own code
     box = Sandbox(submission, tmp_path, unsafe_no_sandbox=True)
-    assert box.report == {"mode": "plain", "isolates": client.MODES["plain"] + " (--unsafe-no-sandbox)"}
+    isolates = modes.ISOLATION["plain"].report + " (--unsafe-no-sandbox)"
+    assert box.report == {"mode": "plain", "isolates": isolates}
 
 
 def test_worker_uids_come_from_the_ranges_the_namespace_maps():
@@ -134,19 +139,19 @@ def test_setuid_mode_refuses_while_the_reference_is_readable_and_says_the_fix(as
     secret = folder / "solutions" / "attention.py"
     secret.parent.mkdir()
     secret.write_text("answer = 42\n")
-    monkeypatch.setattr(client, "secret_files", lambda: [secret])
-    monkeypatch.setattr(client, "_secret_roots", lambda: [secret.parent])
-    monkeypatch.setattr(client, "_needed_files", lambda: [])
-    monkeypatch.setattr(client.sys, "executable", "/usr/bin/python3")
+    monkeypatch.setattr(modes, "secret_files", lambda: [secret])
+    monkeypatch.setattr(modes, "secret_roots", lambda: [secret.parent])
+    monkeypatch.setattr(modes, "_needed_files", lambda: [])
+    monkeypatch.setattr(modes.sys, "executable", "/usr/bin/python3")
     if not Path("/usr/bin/python3").is_file():
         pytest.skip("no /usr/bin/python3 to probe with")
     secret.chmod(0o644)
     with pytest.raises(SandboxUnavailable, match=f"could read 1 file.*chmod -R go= {secret.parent}"):
-        client.sandbox_mode(hidden=True)
+        modes.sandbox_mode(hidden=True)
     secret.chmod(0o600)
     _forget()
     try:
-        assert client.sandbox_mode(hidden=True) == "setuid"
+        assert modes.sandbox_mode(hidden=True) == "setuid"
     finally:
         shutil.rmtree(folder)
 
@@ -157,9 +162,9 @@ def test_setuid_mode_says_why_python_cannot_start(asked, monkeypatch, tmp_path):
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     (private / "python").symlink_to(sys.executable)
-    monkeypatch.setattr(client.sys, "executable", str(private / "python"))
+    monkeypatch.setattr(modes.sys, "executable", str(private / "python"))
     with pytest.raises(SandboxUnavailable, match="python at .* is not readable by the worker's uid"):
-        client.sandbox_mode(hidden=True)
+        modes.sandbox_mode(hidden=True)
 
 
 @pytest.mark.sandbox
@@ -217,13 +222,15 @@ _REFUSE_NAMESPACES = textwrap.dedent("""\
 @pytest.mark.sandbox
 @AS_ROOT
 def test_where_namespaces_are_refused_root_falls_back_to_setuid_which_says_what_it_needs(tmp_path):
-    from grader.sandbox import seccomp
+    from grader.sandbox.worker import seccomp
     if not seccomp.supported():
         pytest.skip("no filter for this architecture")
     correct = ROOT / "examples" / "submissions" / "correct"
     code = textwrap.dedent(f"""\
         from pathlib import Path
-        from grader.sandbox.client import Sandbox, SandboxUnavailable, mode
+        from grader.sandbox.client import Sandbox
+        from grader.sandbox.errors import SandboxUnavailable
+        from grader.sandbox.modes import mode
         print(mode())
         try:
             print(Sandbox(Path({str(correct)!r}), Path({str(tmp_path)!r})).mode)
@@ -283,11 +290,12 @@ def test_landlock_leaves_the_worker_its_own_files_and_no_other_process(tmp_path)
 
 def test_without_landlock_setuid_reports_say_the_process_list_is_visible(monkeypatch):
     monkeypatch.setattr(landlock, "abi", lambda: 0)
-    assert "process list (Landlock unavailable here)" in describe("setuid")["isolates"]
-    assert "a view of the machine's files and processes" in client.isolation_summary("setuid", [])
+    isolates = describe("setuid")["isolates"]
+    assert "its process list" in isolates and isolates.endswith("(Landlock unavailable here)")
+    assert "a view of the machine's files and processes" in modes.isolation_summary("setuid", [])
     monkeypatch.setattr(landlock, "abi", lambda: 7)
     assert "no other process (Landlock)" in describe("setuid")["isolates"]
-    assert "no view of other files or processes" in client.isolation_summary("setuid", [])
+    assert "no view of other files or processes" in modes.isolation_summary("setuid", [])
 
 
 @pytest.mark.sandbox
@@ -295,8 +303,8 @@ def test_without_landlock_setuid_reports_say_the_process_list_is_visible(monkeyp
 @LANDLOCK
 def test_a_setuid_worker_sees_no_other_process_and_no_file_it_does_not_need(asked, monkeypatch, submission):
     asked("setuid")
-    monkeypatch.setattr(client, "secret_files", list)  # the reference's privacy has its own test (above)
-    problem = client._problem("setuid")
+    monkeypatch.setattr(modes, "secret_files", list)  # the reference's privacy has its own test (above)
+    problem = modes._problem("setuid")
     if problem:
         pytest.skip(f"setuid mode cannot start here: {problem}")
     scratch = Path(tempfile.mkdtemp(prefix="setuid-", dir="/tmp"))  # pytest's tmp_path is private to root
@@ -332,7 +340,7 @@ def test_the_seccomp_filter_takes_the_network_but_not_unix_sockets():
             except PermissionError:
                 print("denied")
         """)
-    from grader.sandbox import seccomp
+    from grader.sandbox.worker import seccomp
     if not seccomp.supported():
         pytest.skip("no filter for this architecture")
     done = subprocess.run([sys.executable, "-c", code, str(Path(seccomp.__file__).parent)],

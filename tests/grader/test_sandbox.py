@@ -20,11 +20,17 @@ from attacks import OVERSIZED, bzip2_npz, declared_gigabytes, deep_nesting, forg
 from grader import salt
 from grader.grading import GradeOptions
 from grader.instructor import runner
-from grader.sandbox import client, landlock, protocol
-from grader.sandbox.client import Sandbox, StudentError, WorkerLost, mode
-from grader.sandbox.jail import Limits
-from grader.sandbox.messages import TOO_MUCH_OUTPUT
-from grader.sandbox.protocol import Channel, Deadline, Handle, ProtocolError, decode, encode
+from grader.sandbox import channel, launch, modes, processes, template_client
+from grader.sandbox import client as sandbox_client
+from grader.sandbox.channel import Channel, Deadline
+from grader.sandbox.client import Sandbox
+from grader.sandbox.errors import StudentError, WorkerLost
+from grader.sandbox.modes import mode
+from grader.sandbox.worker import landlock, protocol
+from grader.sandbox.worker.limits import Limits
+from grader.sandbox.worker.messages import TOO_MUCH_OUTPUT
+from grader.sandbox.worker.protocol import Handle, ProtocolError, decode, encode
+from grader.secret import secret_roots
 from helpers import ROOT
 
 
@@ -89,7 +95,7 @@ def test_oversized_message_is_refused_before_reading_it():
     os.close(write)
 
 
-@pytest.mark.parametrize("kind", [Channel, protocol.PollChannel])
+@pytest.mark.parametrize("kind", [Channel, channel.PollChannel])
 def test_a_peer_that_neither_reads_nor_writes_never_blocks_the_judge(kind):
     """issue 18: a worker that stops reading once blocked the judge's write for good. Both channels: threads
     (Windows), poll() (POSIX)."""
@@ -116,26 +122,26 @@ def test_a_zombie_has_no_uid_to_kill():
     child = subprocess.Popen(["true"])
     while Path(f"/proc/{child.pid}/status").read_text().split("State:")[1].split()[0] != "Z":
         time.sleep(0.01)
-    assert client._uid_of(Path(f"/proc/{child.pid}")) is None
-    assert client._uid_of(Path(f"/proc/{os.getpid()}")) == os.getuid()
+    assert processes.uid_of(Path(f"/proc/{child.pid}")) is None
+    assert processes.uid_of(Path(f"/proc/{os.getpid()}")) == os.getuid()
     child.wait()
 
 
 def test_poll_channel_takes_a_message_that_comes_in_parts_and_refuses_an_oversized_one():
     peer_out, from_peer = os.pipe()
     to_peer, peer_in = os.pipe()
-    channel = protocol.PollChannel(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
+    poll_channel = channel.PollChannel(io.FileIO(peer_in, "wb"), io.FileIO(peer_out, "rb"))
     message = encode({"x": np.arange(5.0)})
     for part in (message[:3], message[3:20]):  # the length itself, then the body, cut short
         os.write(from_peer, part)
         with pytest.raises(Deadline):
-            channel.receive(time.monotonic() + 0.05)
+            poll_channel.receive(time.monotonic() + 0.05)
     os.write(from_peer, message[20:])
-    assert channel.receive(time.monotonic() + 30)["x"].tolist() == [0, 1, 2, 3, 4]
+    assert poll_channel.receive(time.monotonic() + 30)["x"].tolist() == [0, 1, 2, 3, 4]
     os.write(from_peer, OVERSIZED)
     with pytest.raises(ProtocolError):
-        channel.receive(time.monotonic() + 30)
-    channel.close()
+        poll_channel.receive(time.monotonic() + 30)
+    poll_channel.close()
     os.close(from_peer)
     os.close(to_peer)
 
@@ -207,7 +213,7 @@ FRESH = textwrap.dedent("""\
 
 
 @pytest.mark.sandbox
-@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+@pytest.mark.skipif(mode() not in modes.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 def test_each_worker_is_a_fresh_fork_of_a_template_that_never_imported_the_submission(tmp_path):
     """Workers are forked from their sandbox's template, which imported torch once: each imports the
     submission itself (its module-level code runs in that worker, never in the template), finds an empty
@@ -274,14 +280,14 @@ def _spy_report(card: dict) -> dict:
 
 def _saw_nothing_of_the_judge(seen: dict, scratch: Path) -> None:
     assert seen["forked"]
-    assert seen["environ"] == sorted(client._environment(scratch, "")), "a launched worker's names, no more"
+    assert seen["environ"] == sorted(launch.environment(scratch, "")), "a launched worker's names, no more"
     assert seen["block"] == ""
     assert seen["copies"] <= 2, "the secret's bytes: the spy's own, and its string's"
     assert str(ROOT) not in seen["path"], "the judge's working directory is not searched"
 
 
 @pytest.mark.sandbox
-@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+@pytest.mark.skipif(mode() not in modes.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 @pytest.mark.parametrize("command", ["check", "grade"])
 def test_a_grading_forks_its_template_from_the_judge_and_leaves_it_nothing_of_the_judges_environment(
         tmp_path, command):
@@ -296,7 +302,7 @@ def test_a_grading_forks_its_template_from_the_judge_and_leaves_it_nothing_of_th
 
 
 @pytest.mark.sandbox
-@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+@pytest.mark.skipif(mode() not in modes.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 def test_a_forked_and_a_launched_template_give_their_workers_the_same_paths_and_environment(tmp_path,
                                                                                           monkeypatch):
     """Whichever way its template started, a worker sees the same sys.path and environment: a submission
@@ -306,7 +312,7 @@ def test_a_forked_and_a_launched_template_give_their_workers_the_same_paths_and_
     (spy / "attention.py").write_text(SPY)
     seen = {}
     for forked in (True, False):
-        monkeypatch.setattr(client, "forks_template", lambda forked=forked: forked)
+        monkeypatch.setattr(sandbox_client, "forks_template", lambda forked=forked: forked)
         box = Sandbox(spy, tmp_path)
         try:
             with pytest.raises(StudentError) as error:
@@ -320,7 +326,7 @@ def test_a_forked_and_a_launched_template_give_their_workers_the_same_paths_and_
 
 
 @pytest.mark.sandbox
-@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+@pytest.mark.skipif(mode() not in modes.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 def test_each_grading_of_a_class_forks_its_template_and_leaves_it_nothing_of_the_judges_environment(
         tmp_path, monkeypatch):
     """grade-all's judge process grades each job in a fork of itself, which has read neither the salt nor
@@ -341,7 +347,7 @@ def test_each_grading_of_a_class_forks_its_template_and_leaves_it_nothing_of_the
 
 FORGETS = COPIES + textwrap.dedent("""\
     import sys
-    from grader.sandbox import template
+    from grader.sandbox.worker import template
 
     template._forget_environment({"PATH": "/usr/bin"})
     secret = bytes(c - 1 for c in bytes.fromhex(sys.argv[1]))  # no str of it: the bytes searched for alone
@@ -367,31 +373,31 @@ def test_a_judge_forks_a_template_only_before_it_holds_anything_hidden(monkeypat
     module loaded, or with a second thread, it is launched."""
     monkeypatch.setenv("GRADER_SALT", "x")
     monkeypatch.setattr(salt, "_read_here", False)
-    monkeypatch.setattr(client.threading, "active_count", lambda: 1)
-    roots = tuple(f"{root}{os.sep}" for root in client._secret_roots())
+    monkeypatch.setattr(template_client.threading, "active_count", lambda: 1)
+    roots = tuple(f"{root}{os.sep}" for root in secret_roots())
     for name, module in list(sys.modules.items()):  # what other tests of this process loaded
         if str(getattr(module, "__file__", None) or "").startswith(roots):
             monkeypatch.delitem(sys.modules, name)
-    assert client.forks_template()
-    assert salt.deployment_salt() == "x" and not client.forks_template()
+    assert template_client.forks_template()
+    assert salt.deployment_salt() == "x" and not template_client.forks_template()
     monkeypatch.setattr(salt, "_read_here", False)
-    monkeypatch.setattr(client.threading, "active_count", lambda: 2)
-    assert not client.forks_template()
-    monkeypatch.setattr(client.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(template_client.threading, "active_count", lambda: 2)
+    assert not template_client.forks_template()
+    monkeypatch.setattr(template_client.threading, "active_count", lambda: 1)
     loaded = types.ModuleType("loaded")
     loaded.__file__ = str(ROOT / "grader" / "suites" / "hidden" / "quiz.py")
     monkeypatch.setitem(sys.modules, "loaded", loaded)
-    assert not client.forks_template()
+    assert not template_client.forks_template()
 
 
 @pytest.mark.sandbox
-@pytest.mark.skipif(mode() not in client.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
+@pytest.mark.skipif(mode() not in modes.FORKED_MODES, reason=f"workers are not forked in {mode()!r} mode")
 def test_the_template_outlives_a_sigint(sandbox):
     """Python's SIGINT handler would end the template (a "userns" worker, of its uid, may send it one),
     and the sandbox would have to start another: it ignores SIGINT and forks the next worker."""
     assert call(sandbox, "attention.fine", 1) == 2
     template = sandbox.template
-    os.kill(client._first_child(template.process.pid), signal.SIGINT)
+    os.kill(processes.first_child(template.process.pid), signal.SIGINT)
     sandbox.fresh_worker()
     assert call(sandbox, "attention.fine", 2) == 4
     assert sandbox.template is template and not template.lost and template.process.poll() is None

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grader.cli import main
-from grader.sandbox.loader import import_module, import_package
+from grader.sandbox.worker.loader import import_module, import_package
 from grader.stubs import EditedStubs, StubError, release_stubs, stale_stubs, stub_source
 from helpers import ROOT
 

@@ -12,7 +12,9 @@ from test_grader import as_case, run_on_solutions
 from grader.instructor.gradebook import Row, summary
 from grader.instructor.runner import Outcome, VersionMismatch, _graded, grade_jobs, grader_version, pins
 from grader.judge import judge
-from grader.sandbox.client import ASLEEP, CPU, STALLED, Sandbox, StudentError, WorkerLost
+from grader.sandbox.client import Sandbox
+from grader.sandbox.clocks import ASLEEP, CPU, STALLED
+from grader.sandbox.errors import StudentError, WorkerLost
 from grader.spec import Status
 from helpers import EXAMPLES
 

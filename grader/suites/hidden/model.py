@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import example, given
 
-from ...sandbox import eager
+from ...sandbox.worker import eager
 from ...spec import NORMS, Visibility
 from ...student import Remote, Student
 from .. import Suite

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ...sandbox.client import StudentError
+from ...sandbox.errors import StudentError
 from ...spec import NORMS, POS_ENCODINGS, TOLERANCES, Visibility
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_tensor

@@ -2,7 +2,7 @@
 
 Messages name the question and its topic, never the right letter.
 """
-from ...sandbox.client import StudentError
+from ...sandbox.errors import StudentError
 from ...spec import Visibility
 from ...student import Student
 from .. import Suite

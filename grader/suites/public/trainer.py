@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import nn
 
-from ...sandbox import eager
+from ...sandbox.worker import eager
 from ...spec import IGNORE_INDEX, TOLERANCES, Visibility
 from ...student import Remote, Student
 from .. import Suite

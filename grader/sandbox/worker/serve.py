@@ -3,7 +3,7 @@
 Run once the process is confined: by a fork of the sandbox's template (template.py) in the confined
 modes, by jail.py in "plain" mode (the judge starts `python -P -s -m grader_sandbox.jail
 CONFINEMENT_JSON SUBMISSION_DIR [BLOCKED]`, grader_sandbox being the worker's own copy of this
-package; see client.py), in the same process, which hands it the judge's pipes. It imports nothing
+package; see ../launch.py), in the same process, which hands it the judge's pipes. It imports nothing
 of the reference or the tests (the `solutions` package is blocked outright, and so are the
 submission modules named in BLOCKED, comma-separated), executes each request on the student's code
 and answers with data only (see protocol.py). A request names its target as "module.attr" inside the
@@ -26,7 +26,7 @@ import torch
 
 from . import eager
 from .forbidden import forbid
-from .jail import Limits
+from .limits import Limits
 from .loader import import_module, import_package
 from .messages import BLOCKED, READY, TIME_LIMIT, TOO_MUCH_OUTPUT, Op, failed, ok
 from .protocol import PLAIN, Handle, ProtocolError, receive, send

@@ -2,13 +2,14 @@
 torch once and forks each worker the judge asks for, so that a worker starts in milliseconds rather
 than in the CPU-second that importing torch takes.
 
-Started as `python -m <package>.template CONFINEMENT_JSON` (see client.py) with a control socket of the
-judge's as its stdin (or forked from a judge that has imported torch and holds nothing a worker may not
-see: `fork`, for a grading that has read neither the salt nor a hidden test yet, client.forks_template),
-it builds the new root that every worker of the sandbox shares ("root" and "userns": it is then the first
-process of their PID namespace), imports torch, numpy and the worker's code, and says it is ready. It
-never imports the submission nor runs any of its code: each worker is a fork that confines itself
-(jail.confine: its own uid, limits, seccomp, Landlock) before the judge lets it import the submission.
+Started as `python -m <package>.template CONFINEMENT_JSON` (see ../template_client.py) with a control
+socket of the judge's as its stdin (or forked from a judge that has imported torch and holds nothing a
+worker may not see: `fork`, for a grading that has read neither the salt nor a hidden test yet,
+template_client.forks_template), it builds the new root that every worker of the sandbox shares ("root"
+and "userns": it is then the first process of their PID namespace), imports torch, numpy and the
+worker's code, and says it is ready. It never imports the submission nor runs any of its code: each
+worker is a fork that confines itself (jail.confine: its own uid, limits, seccomp, Landlock, its own
+SysV IPC) before the judge lets it import the submission.
 The control socket carries JSON and file descriptors only:
 
 - {"op": "spawn", "uid", "gid", "home", "blocked"} with the worker's request pipe, reply pipe and log:
@@ -83,7 +84,7 @@ def _serve(c: Confinement, worker: Confinement, request: dict, fds: list[int], c
     confine(worker, requests.fileno())
     if receive(requests) != GO:
         return 1
-    from .worker import main as serve
+    from .serve import main as serve
 
     serve(requests, replies, [f"{SANDBOX}/submission" if c.mode != "setuid" else c.submission,
                               ",".join(request.get("blocked", []))], c.limits)
@@ -131,9 +132,9 @@ def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cw
     waits for the new PID namespace's first process, the template, as unshare does.
 
     The fork has this process's memory: the caller makes sure nothing in it is hidden from workers
-    (client.forks_template); the environment goes, in os.environ and in the block the process started
+    (template_client.forks_template); the environment goes, in os.environ and in the block the process started
     with, replaced by `environment` (_forget_environment)."""
-    from . import worker  # noqa: F401 - loaded here: the grader's files are out of the template's sight
+    from . import serve  # noqa: F401 - loaded here: the grader's files are out of the template's sight
     path = _launched_path(environment)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the fork would write what the judge had not yet
@@ -215,7 +216,7 @@ def main(argv: list[str]) -> None:
         enter_root(c)
     else:  # "setuid": no namespace to die with; die with the judge
         stay_with_parent(control.fileno())
-    from . import worker  # noqa: F401 - torch, numpy and the worker's code, once for every worker
+    from . import serve  # noqa: F401 - torch, numpy and the worker's code, once for every worker
 
     # What the template holds lives as long as its workers: out of their collections' sight, which would
     # otherwise walk it (and write to, and so copy, its pages) in every worker

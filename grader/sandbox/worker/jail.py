@@ -2,7 +2,7 @@
 
 In the confined modes the sandbox's template (template.py) builds the new root once (build_root,
 enter_root) and each worker it forks confines itself (fresh_home, confine) before it serves; in "plain"
-mode a worker is started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see client.py),
+mode a worker is started as `python -m <package>.jail CONFINEMENT_JSON WORKER_ARGS...` (see ../launch.py),
 sets its limits and runs worker.main in the same process:
 
 - "root" (the judge runs as root; started inside new mount, network, IPC and PID namespaces by
@@ -19,10 +19,7 @@ sets its limits and runs worker.main in the same process:
   where the kernel has Landlock, no files but those it needs and no other process (landlock.py).
 - "plain": nothing but the limits below.
 
-Resource limits are set here, in the worker, in every mode (not in the judge's preexec_fn, which
-CPython documents as unsafe in a process with threads), each where the platform has it: macOS
-refuses RLIMIT_AS, Windows has no `resource` module. The worker tells the judge which it could
-not set, and `grader check` says so.
+The resource limits (limits.py) are set here, in the worker, first.
 
 Before anything else, the worker takes the judge's pipes (its stdin and stdout) as private files,
 and points stdout at its log: nothing the student's code prints reaches the judge.
@@ -37,16 +34,10 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-try:
-    import resource
-except ImportError:  # Windows
-    resource = None
-
 from . import landlock, seccomp
+from .limits import Limits
 
 SANDBOX = "/sandbox"
 """Inside the new root: SANDBOX/submission (read-only) and SANDBOX/home (writable, the working folder)."""
@@ -64,90 +55,6 @@ _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-
-
-@dataclass
-class Limits:
-    """Resource limits of the worker and everything it starts (soft = hard: it cannot raise them)."""
-
-    memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
-    group_memory_bytes: int = 2 << 30  # all its processes together, swap included (cgroup.py)
-    processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64 (its group too)
-    scratch_bytes: int = 64 << 20  # the home, a tmpfs ("root", "userns"; else file_bytes a file)
-    cpus: float = 1.0  # all its processes together, at most one core (cgroup.py): it computes on one thread
-    file_bytes: int = 8 << 20  # also caps the log (stdout/stderr): a print flood fails its own write
-    open_files: int = 256
-    cpu_seconds: int = 0  # set by the judge from its budgets (spec.Budgets.worker_cpu_seconds); 0: none
-
-    def apply(self, per_uid: bool) -> list[str]:
-        """Set each that the platform allows; the process limit only where the worker has a uid of its
-        own (`per_uid`): it counts every process of the uid, a whole desktop session's for a student's
-        own. Returns the limits not set, each as "what (why)"."""
-        limits = {"memory": ("RLIMIT_AS", self.memory_bytes), "output": ("RLIMIT_FSIZE", self.file_bytes),
-                  "open files": ("RLIMIT_NOFILE", self.open_files), "core dumps": ("RLIMIT_CORE", 0)}
-        if self.cpu_seconds:
-            limits["CPU time"] = ("RLIMIT_CPU", self.cpu_seconds)
-        if per_uid:
-            limits["processes"] = ("RLIMIT_NPROC", self.processes)
-        if resource is None:
-            return [f"{what} (no resource module)" for what in limits]
-        not_set = []
-        for what, (name, value) in limits.items():
-            try:
-                resource.setrlimit(getattr(resource, name), (value, value))
-            except (AttributeError, ValueError, OSError) as error:  # e.g. macOS: ValueError for RLIMIT_AS
-                not_set.append(f"{what} ({name}: {error or type(error).__name__})")
-        if hasattr(signal, "SIGXFSZ"):  # a write past file_bytes fails (EFBIG), not the worker
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        return not_set
-
-
-def refused_limits(limits: Limits, *, per_uid: bool) -> list[str]:
-    """The limits this platform refuses a worker (what limits.apply returns), found by the judge on its
-    own, in a child that sets them and then exits (where there is fork; without it, Windows, there is no
-    resource module and every limit is refused): a report says what it says of the sandbox on the judge's
-    word, never on a worker's."""
-    if resource is None:
-        return limits.apply(per_uid=per_uid)  # sets nothing: says why each is refused
-    reading, writing = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: nothing of the judge's runs here but apply (os._exit: no exit handlers)
-        try:
-            os.close(reading)
-            os.write(writing, json.dumps(limits.apply(per_uid=per_uid)).encode())
-        finally:
-            os._exit(0)
-    os.close(writing)
-    with open(reading, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
-JUDGE_MEMORY_BYTES = 4 << 30
-"""The judge's own address space (0.9 GiB at its peak grading the correct example with every test)."""
-
-
-@contextmanager
-def own_memory_limited(limit: int = JUDGE_MEMORY_BYTES) -> Iterator[None]:
-    """Cap this process's address space while the block runs, where the platform allows it, so that
-    a reply that got past the protocol's bounds costs this grading, not the machine. Only the soft
-    limit: the workers it starts inherit it and raise it to their own. The old limit comes back at
-    the end: a process that grades in-process (a notebook's kernel, a test run) goes on, and starts
-    programs (a browser's allocator reserves tens of GiB of address space), with its own."""
-    before = resource.getrlimit(resource.RLIMIT_AS) if resource is not None else None
-    if before is not None:
-        hard = before[1]
-        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-        except (ValueError, OSError):  # macOS refuses RLIMIT_AS
-            before = None
-    try:
-        yield
-    finally:
-        if before is not None:
-            resource.setrlimit(resource.RLIMIT_AS, before)
 
 
 @dataclass
@@ -351,7 +258,7 @@ def confine(c: Confinement, requests_fd: int) -> None:
         drop_capabilities()
     if c.mode != "plain":
         no_new_privileges()
-        if seccomp.supported():  # elsewhere "setuid" is refused (client.py); the others have no network
+        if seccomp.supported():  # elsewhere "setuid" is refused (../modes.py); the others have no network
             seccomp.deny_network()
     if c.mode == "setuid" and landlock.abi():  # the others have a new root and PID namespace
         landlock.restrict([*c.read_only, c.submission], [c.home], [f"/dev/{name}" for name in _DEVICES])
@@ -362,7 +269,7 @@ def main(argv: list[str]) -> None:
     requests, replies = take_channel()
     confinement = Confinement.from_json(argv[0])
     confine(confinement, requests.fileno())
-    from .worker import main as serve  # torch and the submission come only now
+    from .serve import main as serve  # torch and the submission come only now
 
     serve(requests, replies, argv[1:], confinement.limits)
 

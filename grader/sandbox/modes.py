@@ -1,0 +1,202 @@
+"""Which sandbox mode a machine runs workers in, why another cannot run here, and what each isolates.
+
+docs/grading.md, "Threat model", says what holds in each mode. ISOLATION is the one table of what each
+mode keeps from the student's code: what reports say (for instructors) and the line a student reads.
+"""
+import functools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..secret import package_folder, secret_files, secret_roots
+from ..spec import UNSAFE_FLAG
+from .errors import SandboxUnavailable
+from .uids import mapped_pool, pool_uids, worker_gid
+from .worker import landlock, seccomp
+
+MODE_VARIABLE = "GRADER_SANDBOX"
+"""Overrides mode(): "root", "setuid", "userns" or "plain" (tests, or a machine whose probe misleads)."""
+
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What a mode keeps from the student's code: `report` in every report's words, `student` in one
+    line for the student (`grader check`)."""
+
+    report: str
+    student: str
+
+
+ISOLATION = {
+    "root": Isolation("own uid; a new root without the grader, the reference or your files; no network; "
+                      "own PID namespace",
+                      "your code runs in a separate process, as a user of its own, with no network and no "
+                      "view of other files"),
+    "userns": Isolation("a new root without the grader, the reference or your files; no capabilities; no "
+                        "network; own PID namespace",
+                        "your code runs in a separate process, in namespaces of its own (no network)"),
+    "setuid": Isolation("own uid; no network (seccomp); sees only the files it needs and no other process "
+                        "(Landlock); the reference, hidden tests and salt are checked private to root",
+                        "your code runs in a separate process, as a user of its own, with no network and no "
+                        "view of other files or processes"),
+    "plain": Isolation("resource limits only: the code runs as you, with your files and the network",
+                       "your code runs in a separate process"),
+}
+"""Each mode, strongest first."""
+SETUID_WITHOUT_LANDLOCK = Isolation(
+    "own uid; no network (seccomp); sees the machine's files (the reference, hidden tests and salt are "
+    "checked private to root) and its process list, and may leave files where every user may write "
+    "(Landlock unavailable here)",
+    "your code runs in a separate process, as a user of its own, with no network but a view of the "
+    "machine's files and processes")
+"""What "setuid" mode isolates without Landlock (before Linux 5.13, not enabled, or refused by seccomp)."""
+FORKED_MODES = ("root", "userns", "setuid")
+"""The modes whose workers are forked from a template (worker/template.py), which imports torch once per
+sandbox; in "plain" mode (macOS, Windows, no namespaces), each worker is an interpreter of its own."""
+_NAMESPACES = ["--net", "--ipc", "--pid", "--fork", "--kill-child"]
+"""No network; SysV IPC and message queues of its own (gone with it); every process dies with the first."""
+
+
+def isolation(confinement_mode: str) -> Isolation:
+    """What this mode isolates here ("setuid" depends on whether the kernel has Landlock)."""
+    if confinement_mode == "setuid" and not landlock.abi():
+        return SETUID_WITHOUT_LANDLOCK
+    return ISOLATION[confinement_mode]
+
+
+def describe(confinement_mode: str, unsafe_no_sandbox: bool = False) -> dict:
+    """What a report says of the sandbox: the mode and what it isolates."""
+    unsafe = confinement_mode == "plain" and unsafe_no_sandbox
+    isolates = isolation(confinement_mode).report + (f" ({UNSAFE_FLAG})" if unsafe else "")
+    return {"mode": confinement_mode, "isolates": isolates}
+
+
+def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:
+    """One line for the student: how their code is isolated, and which limits this platform refused."""
+    memory = not any(note.startswith("memory") for note in not_set)
+    text = f"{isolation(confinement_mode).student}, with time{' and memory' if memory else ''} limits"
+    return text + (f" (not available here: {'; '.join(not_set)})" if not_set else "")
+
+
+@functools.cache
+def mode() -> str:
+    """How workers are confined here: "root" (namespaces, a new root, an unprivileged uid),
+    "setuid" (root where namespaces are refused, e.g. a container without CAP_SYS_ADMIN: an
+    unprivileged uid and seccomp), "userns" (not root, or root of a user namespace that maps no
+    other uid: namespaces and the same new root) or "plain" (limits only). GRADER_SANDBOX overrides
+    the choice; a value that is not a mode is an error (SandboxUnavailable), never a weaker mode."""
+    asked = os.environ.get(MODE_VARIABLE, "")
+    if asked:
+        if asked not in ISOLATION:
+            raise SandboxUnavailable(f"{MODE_VARIABLE}={asked!r} is not a sandbox mode: choose one of "
+                                     f"{', '.join(ISOLATION)} (or unset it to take the strongest that works)")
+        return asked
+    if sys.platform != "linux":  # namespaces, setuid workers and /proc are Linux's
+        return "plain"
+    if os.geteuid() == 0 and mapped_pool() is not None:
+        return "root" if _runs([*launcher("root"), "true"]) else "setuid"
+    return "userns" if _runs([*launcher("userns"), "true"]) else "plain"
+
+
+def sandbox_mode(hidden: bool, unsafe_no_sandbox: bool = False) -> str:
+    """The mode a grading runs in, once it is known to start: SandboxUnavailable says why not.
+
+    `hidden`: the grading runs hidden tests (`grader grade`, grade-all, the autograder), which
+    "plain" mode cannot keep hidden: it is refused unless `unsafe_no_sandbox` says otherwise.
+    """
+    chosen = mode()
+    problem = _problem(chosen)
+    if problem:
+        raise SandboxUnavailable(f"the sandbox cannot run in {chosen!r} mode here: {problem}")
+    if chosen == "plain" and hidden and not unsafe_no_sandbox:
+        raise SandboxUnavailable(
+            "no sandbox here ('plain' mode: not root, and user namespaces are refused): the submission's "
+            "code would run as you, able to read the reference, the hidden tests and the salt. Grade as root "
+            f"or where user namespaces are allowed, or pass {UNSAFE_FLAG} (the report says so)")
+    return chosen
+
+
+@functools.cache
+def _problem(confinement_mode: str) -> str:
+    """Why workers cannot start in this mode here ("" if they can)."""
+    if confinement_mode in ("root", "setuid"):
+        if os.geteuid() != 0:
+            return "it needs the grader to run as root"
+        if mapped_pool() is None:
+            return "this user namespace maps no uid for the worker besides root (/proc/self/uid_map)"
+    if confinement_mode == "root" and not _runs([*launcher("root"), "true"]):
+        return "new mount, network and PID namespaces are refused (`unshare` failed): try 'setuid'"
+    if confinement_mode == "userns" and not _runs([*launcher("userns"), "true"]):
+        return "user namespaces are refused (`unshare --user` failed)"
+    if confinement_mode == "setuid":
+        return _setuid_problem()
+    return ""
+
+
+def launcher(confinement_mode: str) -> list[str]:
+    """The command a template or worker is started under in this mode (the judge's death kills unshare,
+    whose death kills the namespace)."""
+    if confinement_mode == "root":
+        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--propagation", "private",
+                *_NAMESPACES, "--"]
+    if confinement_mode == "userns":
+        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--user", "--map-root-user", "--mount",
+                "--propagation", "private", *_NAMESPACES, "--"]
+    return []
+
+
+def _runs(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+_PROBE = ("import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path, 'rb').close()\n"
+          "        print(path)\n    except OSError:\n        pass\n")
+
+
+@functools.cache
+def _setuid_problem() -> str:
+    """What a worker's uid could read that it must not, or could not read that it needs (a
+    process started as that uid tries them)."""
+    if not seccomp.supported():
+        return f"no seccomp filter for this machine ({os.uname().machine}) to take the network away"
+    secrets, needed = secret_files(), _needed_files()
+    uid = pool_uids()[0]
+    try:
+        done = subprocess.run([sys.executable, "-S", "-c", _PROBE, *needed, *map(str, secrets)],
+                              user=uid, group=worker_gid(), extra_groups=[], cwd="/", capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except PermissionError:
+        return (f"python at {os.path.realpath(sys.executable)} is not readable by the worker's uid ({uid}): "
+                "install it where every user can run it (chmod o+rx on it and its folders)")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"python at {sys.executable} does not start as the worker's uid ({uid}): {last}"
+    readable = set(done.stdout.splitlines())
+    missing = [path for path in needed if path not in readable]
+    if missing:
+        return f"{missing[0]} is not readable by the worker's uid ({uid}): make Python, torch and numpy " \
+               "readable by every user"
+    leaked = [path for path in map(str, secrets) if path in readable]
+    if leaked:
+        folders = " ".join(sorted({str(_secret_root(Path(path))) for path in leaked}))
+        return (f"the worker's uid ({uid}) could read {len(leaked)} file(s) of the reference, the hidden "
+                f"tests or the salt (e.g. {leaked[0]}): make them private to root first: "
+                f"chmod -R go= {folders}")
+    return ""
+
+
+def _needed_files() -> list[str]:
+    """Files the worker reads after it has dropped to its uid: Python's and torch's and numpy's."""
+    return [str(Path(os.__file__))] + [str(folder / "__init__.py") for name in ("torch", "numpy")
+                                       if (folder := package_folder(name)) is not None]
+
+
+def _secret_root(path: Path) -> Path:
+    return next(root for root in secret_roots() if path.is_relative_to(root))
