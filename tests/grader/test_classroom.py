@@ -8,8 +8,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import GradeOptions
-from grader.instructor import runner
 from grader.instructor.classroom import ClassError, discover
 from grader.instructor.runner import Empty, payload
 from helpers import EXAMPLES
@@ -114,26 +112,6 @@ def test_a_folder_travels_as_a_zip_of_its_files(tmp_path):
     for empty in ("empty", "nothing.ipynb", "no-files.zip", "missing"):
         with pytest.raises(Empty):
             payload(tmp_path / empty)
-
-
-@pytest.mark.sandbox
-def test_a_judge_process_that_cannot_fork_grades_the_job_itself(tmp_path, monkeypatch):
-    """No process to spare (the fork fails): grade-all's judge process grades the job in itself and
-    replies as its fork would have."""
-    class NoFork:
-        def __getattr__(self, name: str):
-            return getattr(os, name)
-
-        @staticmethod
-        def fork() -> int:
-            raise BlockingIOError(11, "Resource temporarily unavailable")
-
-    monkeypatch.setattr(runner, "os", NoFork())
-    monkeypatch.chdir(tmp_path)  # the grading goes into the job's folder
-    shutil.copytree(CORRECT, tmp_path / "alice")
-    options = GradeOptions(components=("quiz",)).to_json()
-    reply = runner._graded_in_a_fork({"folder": str(tmp_path), "name": "alice", "options": options})
-    assert reply["outcome"] == "graded" and reply["card"]["score"] == reply["card"]["max_score"] > 0
 
 
 def test_canvas_late_in_any_case_and_the_newest_upload_wins_by_id(tmp_path):

@@ -35,7 +35,7 @@ from attacks import (
 )
 from grader.instructor import runner
 from grader.sandbox import cgroup
-from grader.sandbox.client import FORKED_MODES, mode
+from grader.sandbox.modes import FORKED_MODES, mode
 from helpers import ROOT
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("grade_all")]
