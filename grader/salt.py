@@ -17,7 +17,8 @@ import secrets
 import tempfile
 from pathlib import Path
 
-SALT_FILE = Path(__file__).parent / "suites" / "hidden" / "salt"
+from .secret import SALT_FILE
+
 SALT_VARIABLE = "GRADER_SALT"
 PUBLIC_SALT = "public"
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 PACKAGES = ("grader", "solutions")
 """The packages a grade depends on: the grader (with its hidden suites) and the reference."""
-HIDDEN_SUITES = Path(__file__).parent / "suites" / "hidden"
-"""This installation's hidden suites (absent from a student release)."""
-SALT_FILE = HIDDEN_SUITES / "salt"
-"""The deployment's salt, where GRADER_SALT does not give it (grader/salt.py)."""
+HIDDEN_SUITES_PATH = Path("grader", "suites", "hidden")
+"""The hidden suites, in the project and where it is installed (absent from a student release)."""
+SALT_PATH = HIDDEN_SUITES_PATH / "salt"
+"""The deployment's salt where GRADER_SALT does not give it (grader/salt.py): in no bundle or release."""
+HIDDEN_SUITES = Path(__file__).parent.parent / HIDDEN_SUITES_PATH
+SALT_FILE = Path(__file__).parent.parent / SALT_PATH
 
 
 def package_folder(name: str) -> Path | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..archive import deterministic_zip
 from ..salt import deployment_salt
+from ..secret import HIDDEN_SUITES_PATH, PACKAGES, SALT_PATH
 from .gradescope import (
     DEFAULT_HIDDEN_VISIBILITY,
     DEFAULT_TIMEOUT,
@@ -37,9 +38,8 @@ from .release import INSTRUCTOR_ONLY, JUNK
 from .runner import PINNED, pins
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("grader", "solutions")
 FILES = ("pyproject.toml", "README.md")
-LEFT_OUT = ("grader/suites/hidden/salt",)
+LEFT_OUT = (SALT_PATH.as_posix(),)
 """The salt travels as the bundle's `salt` file (the installed package does not hold it)."""
 UV_VERSION = "0.13.9"
 """The uv that setup.sh installs (with pip) to install Python; its version decides Python's patch release."""
@@ -169,7 +169,7 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
                               f"grading {time_limit(timeout):g} s, less than the reference's own grading "
                               f"needs ({minimum_time_limit(timeout_scale):g} s): correct work would lose the "
                               f"tests with no time left. Use --timeout {needed:g} or more")
-    for needed in ("solutions", "grader/suites/hidden"):
+    for needed in (Path("solutions"), HIDDEN_SUITES_PATH):
         if not (repo / needed).is_dir():
             raise AutograderError(f"no {repo / needed}: grading needs the reference and hidden tests")
     if out.is_dir() or (out.exists() and not force):

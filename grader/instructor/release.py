@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 from ..archive import deterministic_zip, folder_files
+from ..secret import HIDDEN_SUITES_PATH
 from ..stubs import release_stubs
 from . import INSTRUCTOR_PATH
 from .notebook import write_notebook
@@ -21,7 +22,7 @@ from .notebook import write_notebook
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "module9-transformer-lab-student"
 PACKAGES = ("grader", "experiments")
-INSTRUCTOR_ONLY = (INSTRUCTOR_PATH, Path("grader/suites/hidden"))
+INSTRUCTOR_ONLY = (INSTRUCTOR_PATH, HIDDEN_SUITES_PATH)
 """What of PACKAGES the release leaves out, with all below: the instructors' package (this builder
 among them) and the hidden tests (the door to the reference and the salt among them)."""
 DOCS = ("spec.md", "grading.md")

@@ -38,6 +38,7 @@ from ..grading import GradeOptions
 from ..salt import deployment_salt
 from ..sandbox.cgroup import kill_gone_judges, kill_judge
 from ..sandbox.worker.jail import die_with_parent
+from ..secret import PACKAGES, SALT_PATH
 from ..spec import BUDGETS, NOT_RUN, Status
 from ..submission import MAX_ZIP_BYTES
 from . import INSTRUCTOR_PATH
@@ -136,9 +137,6 @@ def _zip_folder(folder: Path) -> bytes:
     return deterministic_zip(files)
 
 
-GRADING_PACKAGES = ("grader", "solutions")
-"""What grades depend on: these packages' sources, less INSTRUCTOR_PATH (the class tools and the
-bundle builders, which change no grade)."""
 
 
 def pins() -> dict[str, str]:
@@ -149,11 +147,11 @@ def pins() -> dict[str, str]:
 
 @cache
 def grader_version() -> str:
-    """What a grade depends on besides the submission: the sources of GRADING_PACKAGES (less
+    """What a grade depends on besides the submission: the sources of secret.PACKAGES (less
     grader/instructor/), the versions that decide inputs and results (pins), and the deployment's salt
     (hashed in: the salt never leaves the machine)."""
     digest = hashlib.sha256(json.dumps(pins(), sort_keys=True).encode())
-    for package in GRADING_PACKAGES:
+    for package in PACKAGES:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.origin:
             continue
@@ -503,7 +501,7 @@ def grade_jobs(jobs: Sequence[Job], workers: int, scheduler: str | None = None,
                     raise VersionMismatch(
                         f"a worker grades with grader {result['grader']}, this machine with "
                         f"{grader_version()}: install the same grader, with the same salt "
-                        "(grader/suites/hidden/salt or GRADER_SALT), on both")
+                        f"({SALT_PATH.as_posix()} or GRADER_SALT), on both")
                 yield futures[future], result
         finally:
             for future in futures:

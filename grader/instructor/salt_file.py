@@ -12,7 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from ..salt import SALT_FILE, SALT_VARIABLE, SaltUnavailable, deployment_salt
+from ..salt import SALT_VARIABLE, SaltUnavailable, deployment_salt
+from ..secret import SALT_FILE
 
 _VALID = re.compile(r"[\x21-\x7e]{16,256}")  # printable, no space: what GRADER_SALT or a file can hold
 
