@@ -97,8 +97,8 @@ def mode() -> str:
     if sys.platform != "linux":  # namespaces, setuid workers and /proc are Linux's
         return "plain"
     if os.geteuid() == 0 and mapped_pool() is not None:
-        return "root" if _runs([*launcher("root"), "true"]) else "setuid"
-    return "userns" if _runs([*launcher("userns"), "true"]) else "plain"
+        return "setuid" if _refusal("root") else "root"
+    return "plain" if _refusal("userns") else "userns"
 
 
 def sandbox_mode(hidden: bool, unsafe_no_sandbox: bool = False) -> str:
@@ -110,13 +110,27 @@ def sandbox_mode(hidden: bool, unsafe_no_sandbox: bool = False) -> str:
     chosen = mode()
     problem = _problem(chosen)
     if problem:
-        raise SandboxUnavailable(f"the sandbox cannot run in {chosen!r} mode here: {problem}")
+        why = _chosen_because(chosen)
+        raise SandboxUnavailable(f"the sandbox cannot run in {chosen!r} mode here: {problem}"
+                                 + (f" ({why})" if why else ""))
     if chosen == "plain" and hidden and not unsafe_no_sandbox:
         raise SandboxUnavailable(
-            "no sandbox here ('plain' mode: not root, and user namespaces are refused): the submission's "
-            "code would run as you, able to read the reference, the hidden tests and the salt. Grade as root "
-            f"or where user namespaces are allowed, or pass {UNSAFE_FLAG} (the report says so)")
+            f"no sandbox here ('plain' mode: {_chosen_because(chosen)}): the submission's code would run as "
+            "you, able to read the reference, the hidden tests and the salt. Grade as root or where user "
+            f"namespaces are allowed, or pass {UNSAFE_FLAG} (the report says so)")
     return chosen
+
+
+def _chosen_because(chosen: str) -> str:
+    """Why mode() chose `chosen` and not the namespaced mode it tries first, in that probe's own words
+    ("" where there was none to pass over)."""
+    if os.environ.get(MODE_VARIABLE):
+        return f"{MODE_VARIABLE}={chosen}"
+    if sys.platform != "linux":
+        return "namespaces are Linux's"
+    stronger = {"setuid": "root", "plain": "userns"}.get(chosen)
+    refused = _refusal(stronger) if stronger else ""
+    return f"{stronger!r} mode was refused: {refused}" if refused else ""
 
 
 @functools.cache
@@ -127,10 +141,10 @@ def _problem(confinement_mode: str) -> str:
             return "it needs the grader to run as root"
         if mapped_pool() is None:
             return "this user namespace maps no uid for the worker besides root (/proc/self/uid_map)"
-    if confinement_mode == "root" and not _runs([*launcher("root"), "true"]):
-        return "new mount, network and PID namespaces are refused (`unshare` failed): try 'setuid'"
-    if confinement_mode == "userns" and not _runs([*launcher("userns"), "true"]):
-        return "user namespaces are refused (`unshare --user` failed)"
+    if confinement_mode == "root" and (refused := _refusal("root")):
+        return f"new mount, network and PID namespaces are refused ({refused}): try 'setuid'"
+    if confinement_mode == "userns" and (refused := _refusal("userns")):
+        return f"user namespaces are refused ({refused})"
     if confinement_mode == "setuid":
         return _setuid_problem()
     return ""
@@ -140,20 +154,40 @@ def launcher(confinement_mode: str) -> list[str]:
     """The command a template or worker is started under in this mode (the judge's death kills unshare,
     whose death kills the namespace)."""
     if confinement_mode == "root":
-        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--propagation", "private",
-                *_NAMESPACES, "--"]
+        return [*_die_with_judge(), "unshare", "--mount", "--propagation", "private", *_NAMESPACES, "--"]
     if confinement_mode == "userns":
-        return ["setpriv", "--pdeathsig", "KILL", "unshare", "--user", "--map-root-user", "--mount",
-                "--propagation", "private", *_NAMESPACES, "--"]
+        return [*_die_with_judge(), "unshare", "--user", "--map-root-user", "--mount", "--propagation",
+                "private", *_NAMESPACES, "--"]
     return []
 
 
-def _runs(command: list[str]) -> bool:
+_DIE_WITH_JUDGE = ("import ctypes, os, sys\n"
+                   "if ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0):\n"
+                   "    sys.exit(f'prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}')\n"
+                   "if os.getppid() != int(sys.argv[1]):\n"
+                   "    sys.exit('the judge is gone')\n"
+                   "os.execvp(sys.argv[2], sys.argv[2:])\n")
+"""Sets the parent-death signal (SIGKILL), which execve keeps, then execs its command: what
+`setpriv --pdeathsig KILL` does, which util-linux before 2.33 lacks (RHEL/Rocky 8 ship 2.32); it also exits
+if the judge died before the signal was set."""
+
+
+def _die_with_judge() -> list[str]:
+    """A command prefix: what follows dies with this process (the judge)."""
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_JUDGE, str(os.getpid())]
+
+
+@functools.cache
+def _refusal(confinement_mode: str) -> str:
+    """Why this mode's launcher does not start here, in its own words ("" if it does)."""
     try:
-        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        done = subprocess.run([*launcher(confinement_mode), "true"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if done.returncode == 0:
+        return ""
+    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
 
 
 _PROBE = ("import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path, 'rb').close()\n"

@@ -52,7 +52,7 @@ def asked(monkeypatch):
 
 
 def _forget() -> None:
-    for cached in (modes.mode, modes._problem, modes._setuid_problem):
+    for cached in (modes.mode, modes._problem, modes._refusal, modes._setuid_problem):
         cached.cache_clear()
 
 
@@ -129,6 +129,84 @@ def test_worker_uids_come_from_the_ranges_the_namespace_maps():
     assert rootless.start == 32769 and rootless.stop == 65537
     assert uid_pool("0 123456 65536").start == 32768  # Kubernetes hostUsers: false
     assert uid_pool("0 1000 1") is None  # unshare --map-root-user: root only
+
+
+def _on_path(folder: Path, name: str, script: str) -> str:
+    """A PATH whose `name` is this shell script (then the usual PATH)."""
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("#!/bin/sh\n" + script)
+    (folder / name).chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+_SETPRIV_2_32 = """case " $* " in *" --pdeathsig "*)
+    echo "setpriv: unrecognized option '--pdeathsig'" >&2; exit 1;; esac
+exec /usr/bin/setpriv "$@"
+"""
+"""util-linux 2.32's setpriv (RHEL/Rocky 8: many clusters, Gradescope's Rocky image): no --pdeathsig."""
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(mode() not in ("root", "userns"), reason=f"needs namespaces (here: {mode()!r})")
+@pytest.mark.parametrize("asked", ["", "userns"])
+def test_every_mode_starts_where_setpriv_has_no_pdeathsig(submission, tmp_path, asked):
+    """On RHEL 8's util-linux the namespaced modes start as elsewhere (root stays root, not setuid; a
+    non-root job gets userns, not a refusal): the judge's death reaches the template without setpriv."""
+    script = tmp_path / "inside.py"
+    script.write_text(textwrap.dedent(f"""\
+        from pathlib import Path
+        from grader.sandbox.client import Sandbox
+        from grader.sandbox.modes import mode
+        box = Sandbox(Path({str(submission)!r}), Path({str(tmp_path)!r}), hidden=False)
+        box.ready()
+        print(mode(), box.request({{"op": "call", "target": "attention.uid", "args": []}}, 60)["result"] >= 0)
+        box.close()
+        """))
+    path = _on_path(tmp_path / "bin", "setpriv", _SETPRIV_2_32)
+    env = {**os.environ, "PATH": path, "GRADER_SANDBOX": asked}
+    assert subprocess.run(["setpriv", "--pdeathsig", "KILL", "true"], env=env).returncode == 1
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [asked or mode(), "True"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="namespaces are Linux's")
+def test_what_a_namespaced_mode_starts_dies_with_the_judge(tmp_path):
+    """The launcher's prefix sets the parent-death signal itself: a process it starts is killed with the
+    process that started it."""
+    marker = tmp_path / "pid"
+    judge = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+        import subprocess, time
+        from grader.sandbox.modes import _die_with_judge
+        subprocess.Popen([*_die_with_judge(), "sh", "-c", "echo $$ > {marker}; exec sleep 60"])
+        time.sleep(60)
+        """)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() or not marker.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(marker.read_text())
+        judge.kill()
+        judge.wait()
+        time.sleep(0.5)
+        state = Path(f"/proc/{child}/stat")
+        assert not state.exists() or state.read_text().split()[2] == "Z"
+    finally:
+        judge.kill()
+
+
+def test_a_refused_namespace_says_what_the_probe_said(asked, monkeypatch, tmp_path):
+    """A non-root user (a SLURM job) whose unshare fails reads unshare's own error, not a guess."""
+    asked("")
+    refused = "unshare: unshare failed: Operation not permitted"
+    monkeypatch.setenv("PATH", _on_path(tmp_path / "bin", "unshare", f"echo '{refused}' >&2\nexit 1\n"))
+    monkeypatch.setattr(modes.os, "geteuid", lambda: 1000)
+    assert mode() == "plain"
+    with pytest.raises(SandboxUnavailable, match=f"'userns' mode was refused: {refused}"):
+        modes.sandbox_mode(hidden=True)
+    assert modes._problem("userns") == f"user namespaces are refused ({refused})"
 
 
 @AS_ROOT

@@ -127,9 +127,9 @@ def _end(pid: int) -> int | None:
 
 def fork(c: Confinement, control: int, log: int, environment: dict[str, str], cwd: str, group: Any) -> int:
     """Fork a template from this process (the judge), which has imported torch, so that the template need
-    not: what `_launch` and the command it runs (a control group, setpriv, unshare) would do, done in the
-    fork, which then runs `main`. Returns the fork's pid: in "root" and "userns" it is the process that
-    waits for the new PID namespace's first process, the template, as unshare does.
+    not: what `_launch` and the command it runs (a control group, the parent-death signal, unshare) would
+    do, done in the fork, which then runs `main`. Returns the fork's pid: in "root" and "userns" it is the
+    process that waits for the new PID namespace's first process, the template, as unshare does.
 
     The fork has this process's memory: the caller makes sure nothing in it is hidden from workers
     (template_client.forks_template); the environment goes, in os.environ and in the block the process started
