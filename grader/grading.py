@@ -15,7 +15,7 @@ from .scoring import Scorecard
 from .spec import COMPONENTS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GradeOptions:
     """How to grade: which components, which tests, how much time each test gets, and the seconds
     the whole grading must end within (a platform's limit: tests without time left are not run)."""
@@ -54,7 +54,7 @@ def parse_components(text: str | None) -> tuple[str, ...]:
     """`--only A,B` as component names (all when not given); ValueError names an unknown one."""
     if not text:
         return COMPONENTS
-    return GradeOptions(tuple(name.strip() for name in text.split(",") if name.strip())).components
+    return GradeOptions(components=tuple(name.strip() for name in text.split(",") if name.strip())).components
 
 
 def grade(submission: Path, options: GradeOptions = GradeOptions(),

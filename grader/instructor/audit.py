@@ -56,7 +56,7 @@ def audit(corpus: Path, names: Sequence[str], workers: int, scheduler: str | Non
         raise ValueError(f"no bug named {', '.join(unknown)} in {corpus}")
     bugs = [bug for bug in module.BUGS if not names or bug.name in names]
     with tempfile.TemporaryDirectory(prefix="audit-") as scratch:
-        jobs = [Job(*payload(module.materialize(bug, scratch)), GradeOptions((bug.component,)))
+        jobs = [Job(*payload(module.materialize(bug, scratch)), GradeOptions(components=(bug.component,)))
                 for bug in bugs]
     results: list[dict] = [{}] * len(jobs)
     with tqdm(total=len(jobs), desc="grading the bugs", unit="bug", file=sys.stderr) as bar, \

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import grade_options, judge_options, run_judge
+from ..options import grade_options, judge_options, run_judge
 from ..results import safe_text
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..stubs import EditedStubs, release_stubs
@@ -26,7 +26,7 @@ def _grade(args: argparse.Namespace) -> int:
         args.time_limit = args.bundle_time_limit
     elif _refused_time_limit(args, "grade"):
         return 2
-    return run_judge(args, args.submission, False, "Grade (hidden tests)")
+    return run_judge(args, args.submission, public_only=False, title="Grade (hidden tests)")
 
 
 def _security(args: argparse.Namespace) -> object:
@@ -56,9 +56,11 @@ def _grade_all(args: argparse.Namespace) -> int:
         return 2
     try:
         seconds = BUDGETS.scaled(args.timeout_scale).backstop * max(1.0, args.wall_scale)
-        return grade_all(Path(args.submissions), Path(args.out), args.jobs or default_workers(),
-                         args.scheduler, grade_options(args), seconds, args.similarity, _export(args),
-                         args.hidden if args.feedback else None, _security(args), args.regrade)
+        given = {name: getattr(args, name) for name in ("similarity", "regrade") if hasattr(args, name)}
+        return grade_all(Path(args.submissions), Path(args.out), workers=args.jobs or default_workers(),
+                         scheduler=args.scheduler, options=grade_options(args), seconds=seconds,
+                         export=_export(args), feedback=args.hidden if args.feedback else None,
+                         security=_security(args), **given)  # what is not given: grade_all's defaults
     except (ClassError, VersionMismatch, ValueError, OSError) as error:  # OSError: a scheduler out of reach
         print(f"grader grade-all: {safe_text(str(error))}", file=sys.stderr)
         return 2
@@ -185,10 +187,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                                "export (Gradescope, Canvas), or a zip of one")
     grade_all.add_argument("--out", required=True, metavar="DIR",
                            help="gradebook.csv, summary.md, <student>.json; a rerun grades only what changed")
-    grade_all.add_argument("--regrade", choices=["timed_out"],
+    grade_all.add_argument("--regrade", choices=["timed_out"], default=argparse.SUPPRESS,
                            help="grade again only the submissions that timed out, with more patience "
                                 "(the same CPU limits: the others keep their grades)")
-    grade_all.add_argument("--similarity", action="store_true",
+    grade_all.add_argument("--similarity", action="store_true", default=argparse.SUPPRESS,
                            help="also compare the students' code (copydetect): DIR/similarity.html")
     _handback_options(grade_all)
     _unsafe_option(grade_all)

@@ -146,7 +146,7 @@ UNPLACED = 3
 """grade-all's exit status when grades cannot be placed in the LMS file (which is then not written)."""
 
 
-def grade_all(submissions: Path, out: Path, workers: int, scheduler: str | None = None,
+def grade_all(submissions: Path, out: Path, *, workers: int, scheduler: str | None = None,
               options: GradeOptions | None = None, seconds: float = BUDGETS.backstop,
               similarity: bool = False, export: lms.Export | None = None, feedback: str | None = None,
               security: object = None, regrade: str | None = None) -> int:

@@ -112,7 +112,7 @@ def test_a_course_every_lms_total_is_its_own_students_and_nothing_unplaced_is_si
                                                                                        capsys):
     export, roster, out = _canvas_export(tmp_path), tmp_path / "roster.csv", tmp_path / "out"
     roster.write_text(ROSTER)
-    assert grade_all(export, out, 2, export=Export("canvas", roster), feedback="full") == UNPLACED
+    assert grade_all(export, out, workers=2, export=Export("canvas", roster), feedback="full") == UNPLACED
     said = capsys.readouterr().err
     assert not (out / "canvas.csv").exists()
     for problem in ("mallory_77: in no identity column", "Erin, Erin (erinerin_54: timed_out",
@@ -122,7 +122,7 @@ def test_a_course_every_lms_total_is_its_own_students_and_nothing_unplaced_is_si
     assert "trainer.py from 10000" in said
 
     allowed = Export("canvas", roster, allow_unplaced=True)
-    assert grade_all(export, out, 2, export=allowed, feedback="full") == 0
+    assert grade_all(export, out, workers=2, export=allowed, feedback="full") == 0
     totals, column = _totals(out), _lms_column(out / "canvas.csv")
     students = {"51": "lovelaceada_51", "52": "babbagebob_52", "53": "curiecarol_53", "54": "erinerin_54",
                 "55": "frankfrank_55", "56": "hyperlinkx_56"}
@@ -168,7 +168,7 @@ def test_moodle_download_all_submissions_and_its_grading_worksheet(tmp_path, fak
     (export / "Erin Erin_2002_assignsubmission_file_quiz.py").write_text("ANSWERS = {}\n")
     worksheet.write_text(WORKSHEET)
     lms = Export("moodle", worksheet, allow_unplaced=True)
-    assert grade_all(export, out, 2, export=lms, feedback="score") == 0
+    assert grade_all(export, out, workers=2, export=lms, feedback="score") == 0
     with open(out / "moodle.csv", newline="") as file:
         lines = list(csv.reader(file))
     assert lines[0] == next(csv.reader([WORKSHEET.splitlines()[0]]))  # the worksheet's own header
