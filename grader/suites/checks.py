@@ -4,6 +4,7 @@ A message says only what happened: NaN is reported as NaN (never as a wrong sign
 mistake is named only when the submission's value matches it, and a float64 comparison that
 misses by float32 rounding says so instead of suggesting a wrong formula."""
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 
@@ -291,12 +292,30 @@ def expect_dropout(actual: torch.Tensor, kept: torch.Tensor, p: float, what: str
 
 
 # ---------------------------------------------------------------------------- telling counterexamples
-def telling(degenerate: Callable[..., bool], typical: Callable[..., dict]) -> Callable:
+def _said(error: Failed | StudentError) -> str:
+    return f"your code raised {error}" if isinstance(error, StudentError) else str(error)
+
+
+def _edge(error: Failed | StudentError) -> str:
+    """The edge case, after the typical input's failure: a crash quoted, another failure (a variant of
+    the typical one) only located (the judge appends its input)."""
+    if isinstance(error, StudentError):
+        return f"It also fails on an edge case: your code raised {error}"
+    return "It fails on an edge case too"
+
+
+def telling(degenerate: Callable[..., bool], typical: Mapping[str, object]) -> Callable:
     """Decorate a case's body (under @given): when it fails on a degenerate input (where the usual
-    mistakes look alike or crash: a width of 2, warmup_steps = total_steps), it runs once more on
-    typical(**kwargs), and the message also says what happens there, which names the mistake when
-    a diagnosis matches it. The student's NotImplementedError goes through untouched."""
+    mistakes look alike or crash: a width of 2, warmup_steps = total_steps), it runs once more with
+    every argument at its `typical` value, and the message leads with what happens there (which
+    names the mistake when a diagnosis matches it): hypothesis shrinks to the degenerate input, but
+    a student reads the first line and fixes what it says. The edge case comes second, or alone
+    where the typical input passes. The student's NotImplementedError goes through untouched."""
     def decorate(body: Callable) -> Callable:
+        arguments = list(inspect.signature(body).parameters)[1:]
+        if missing := [name for name in arguments if name not in typical]:
+            raise TypeError(f"telling: no typical value for {', '.join(missing)} of {body.__name__}")
+
         @functools.wraps(body)
         def run(student: object, **kwargs: object) -> object:
             try:
@@ -306,15 +325,13 @@ def telling(degenerate: Callable[..., bool], typical: Callable[..., dict]) -> Ca
                     raise
                 if not degenerate(**kwargs):
                     raise
-                other = typical(**kwargs)
-                shown = ", ".join(f"{k}={v!r}" for k, v in other.items() if kwargs.get(k) != v)
-                here = f"your code raised {error}" if isinstance(error, StudentError) else str(error)
+                other = {name: typical[name] for name in kwargs}
+                shown = ", ".join(f"{k}={v!r}" for k, v in other.items())
                 try:
                     body(student, **other)
                 except (Failed, StudentError) as there:
-                    said = f"your code raised {there}" if isinstance(there, StudentError) else str(there)
-                    raise Failed(f"{here}. On a typical input ({shown}): {said}") from error
-                raise Failed(f"{here}. On a typical input ({shown}) this test passes: only this edge case "
-                             "fails") from error
+                    raise Failed(f"on a typical input ({shown}): {_said(there)}. {_edge(error)}") from error
+                raise Failed(f"{_said(error)}. On a typical input ({shown}) this test passes: only this edge "
+                             "case fails") from error
         return run
     return decorate

@@ -4,6 +4,7 @@ exactly one test, the one that says so.
 
 The end-to-end tests grade small synthetic submissions: a copy of solutions/ with one line edited
 (as examples/submissions/bugs.py does for correct/)."""
+import ast
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from grader.suites.checks import (
     expect_tensor,
     telling,
 )
-from helpers import ROOT, load_bugs
+from helpers import EXAMPLES, ROOT, load_bugs
 
 CUT = ".detach()"
 FLOAT32 = "float32 rounding"
@@ -126,20 +127,32 @@ def test_dropout_readings_are_named_only_when_they_fit():
     assert "expected about 30%" in message
 
 
-def test_a_degenerate_counterexample_also_shows_a_typical_input():
-    @telling(lambda d: d <= 2, lambda d: {"d": 8})
-    def check(student, d):
+def test_a_degenerate_counterexample_leads_with_a_typical_input():
+    typical = {"n": 16, "delta": 3, "d": 8}
+
+    @telling(lambda d, **_: d <= 2, typical)
+    def check(student, n, delta, d):
         if d == 2:
             raise Failed("division by zero at d=2")
-        if student == "buggy":
+        if student == "buggy" and delta:  # any table passes a shift by 0: only a fresh delta shows this
             raise Failed("the layout is [sin | cos] halves")
 
-    assert check("right", d=8) is None
-    message = failure(check, "buggy", d=2)
-    assert message.startswith("division by zero at d=2") and "On a typical input (d=8): the layout" in message
-    assert "this test passes" in failure(check, "right", d=2)
+    assert check("right", n=16, delta=3, d=8) is None
+    message = failure(check, "buggy", n=2, delta=0, d=2)
+    assert message.startswith("on a typical input (n=16, delta=3, d=8): the layout is [sin | cos] halves. "
+                              "It fails on an edge case too"), message
+    message = failure(check, "right", n=2, delta=0, d=2)
+    assert message.startswith("division by zero at d=2. On a typical input (n=16, delta=3, d=8) this test "
+                              "passes: only this edge case fails"), message
     with pytest.raises(Failed, match="halves$"):
-        check("buggy", d=8)  # not degenerate: the message is its own
+        check("buggy", n=16, delta=1, d=8)  # not degenerate: the message is its own
+
+
+def test_every_argument_needs_a_typical_value():
+    with pytest.raises(TypeError, match="no typical value for delta of check"):
+        @telling(lambda d, **_: d <= 2, {"n": 16, "d": 8})
+        def check(student, n, delta, d):
+            pass
 
 
 # ---------------------------------------------------------------- the suites, end to end
@@ -255,22 +268,65 @@ def test_each_hint_names_a_cause_only_when_its_own_check_confirms_it(tmp_path):
     assert results["sdpa_gradients"].status is Status.FAILED and CUT not in message, message
 
 
+FAIRSEQ_TABLE = '''def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    """As fairseq's SinusoidalPositionalEmbedding.get_embedding: [sin | cos] halves."""
+    half_dim = d_model // 2
+    emb = math.log(base) / (half_dim - 1)
+    emb = torch.exp(torch.arange(half_dim, dtype=torch.float) * -emb)
+    emb = torch.arange(n_positions, dtype=torch.float).unsqueeze(1) * emb.unsqueeze(0)
+    return torch.cat([torch.sin(emb), torch.cos(emb)], dim=1).view(n_positions, -1)
+'''
+"""fairseq's layout, written here: it divides by zero at d_model=2, where hypothesis shrinks to."""
+GET_LR = '''def lr_schedule(it, *, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """As nanoGPT's get_lr: linear warmup, then cosine decay down to min_lr."""
+    if it < warmup_steps:
+        return max_lr * it / warmup_steps
+    if it > total_steps:
+        return min_lr
+    decay_ratio = (it - warmup_steps) / (total_steps - warmup_steps)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+    return min_lr + coeff * (max_lr - min_lr)
+'''
+"""nanoGPT's get_lr, written here: its warmup peaks one step late, and warmup_steps = total_steps divides
+by zero."""
+
+
+def with_function(tmp_path: Path, file: str, source: str) -> Path:
+    """A copy of examples/submissions/correct with the top-level function that `source` defines replaced."""
+    submission = tmp_path / "submission"
+    shutil.copytree(EXAMPLES / "correct", submission, ignore=shutil.ignore_patterns("__pycache__"))
+    name = ast.parse(source).body[0].name
+    lines = (submission / file).read_text().splitlines(keepends=True)
+    found = next(node for node in ast.parse("".join(lines)).body
+                 if isinstance(node, ast.FunctionDef) and node.name == name)
+    before, after = lines[:found.lineno - 1], lines[found.end_lineno:]
+    (submission / file).write_text("".join(before) + source + "".join(after))
+    return submission
+
+
+def first_sentence(message: str) -> str:
+    return message.split(". ", 1)[0]
+
+
 @pytest.mark.sandbox
-def test_a_crash_on_a_degenerate_input_also_names_the_mistake_on_a_typical_one(tmp_path):
-    bugs = load_bugs()
-    # fairseq's table divides by d_model/2 - 1: a ZeroDivisionError at d_model=2, where hypothesis shrinks to
-    fairseq = bugs.materialize(bugs.BY_NAME["sinusoidal_halves_fairseq_style"], tmp_path / "fairseq")
-    results = run_cases(fairseq, tmp_path / "fairseq", "positional", "sinusoidal_table_properties",
-                        "sinusoidal_matches_reference")
+@pytest.mark.parametrize(("file", "source", "component", "names", "difference"), [
+    ("positional.py", FAIRSEQ_TABLE, "positional",
+     ("sinusoidal_table_properties", "shift_rotation_moves_rows", "sinusoidal_matches_reference"),
+     "[sin | cos] halves"),
+    ("trainer.py", GET_LR, "trainer",
+     ("lr_schedule_properties", "lr_schedule_matches_definition", "lr_schedule_matches_reference"),
+     "one step late"),
+], ids=["fairseq_table", "nanogpt_get_lr"])
+def test_a_message_leads_with_the_difference_a_typical_input_shows(tmp_path, file, source, component, names,
+                                                                  difference):
+    submission = with_function(tmp_path, file, source)
+    results = run_cases(submission, tmp_path, component, *names)
     for result in results.values():
-        assert "ZeroDivisionError" in result.message and "On a typical input (d=8)" in result.message, result
-    assert "[sin | cos] halves" in results["sinusoidal_table_properties"].message
-    assert "the table is fairseq's" in results["sinusoidal_matches_reference"].message
-    # nanoGPT's get_lr: max_lr * step / warmup_steps, and a division by zero when warmup_steps = total_steps
-    nanogpt = bugs.materialize(bugs.BY_NAME["lr_nanogpt_style"], tmp_path / "nanogpt")
-    results = run_cases(nanogpt, tmp_path / "nanogpt", "trainer", "lr_schedule_properties",
-                        "lr_schedule_matches_reference")
-    message = results["lr_schedule_properties"].message
-    assert "ZeroDivisionError" in message and "On a typical input" in message, message
-    for result in results.values():
-        assert "one step late" in result.message, result.message
+        assert result.status is Status.FAILED, result
+        assert difference in first_sentence(result.message), result.message
+        assert "only this edge case fails" not in result.message, result.message
+    crashed = [r.message for r in results.values() if "ZeroDivisionError" in r.message]
+    assert crashed, results  # hypothesis shrinks to the division by zero: it is said second
+    for message in crashed:
+        assert message.index(difference) < message.index("It also fails on an edge case: your code raised "
+                                                         "ZeroDivisionError"), message

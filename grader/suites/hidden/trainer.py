@@ -10,6 +10,7 @@ from ...spec import IGNORE_INDEX, Visibility
 from .. import Suite
 from ..checks import Failed, expect, expect_close, telling
 from ..public.trainer import (
+    TYPICAL_SCHEDULE,
     check_groups,
     degenerate_schedule,
     describe,
@@ -26,7 +27,6 @@ from ..public.trainer import (
     schedules,
     student_lr,
     twin_models,
-    typical_schedule,
 )
 from ..strategies import seeds
 from .reference import ref
@@ -39,7 +39,7 @@ NO_SHRINK = (Phase.explicit, Phase.generate)
 
 @suite.case(1)
 @given(config=schedules(), extra=st.integers(0, 6))
-@telling(degenerate_schedule, typical_schedule)
+@telling(degenerate_schedule, TYPICAL_SCHEDULE)
 def lr_schedule_matches_reference(student, config, extra):
     """lr_schedule follows (T1) at every step, during warmup, decay and past total_steps"""
     steps = range(config["total_steps"] + 1 + extra)

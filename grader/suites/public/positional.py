@@ -62,14 +62,13 @@ def narrow(d: int, **_: object) -> bool:
     return d <= 2
 
 
-def wider(**kwargs: object) -> dict:
-    """The same draw at d_model = 8 (four pairs)."""
-    return {**kwargs, "d": 8}
+TYPICAL_TABLE = {"n": 16, "d": 8, "base": None, "shift": (16, 3)}
+"""A table of four pairs and sixteen rows, shifted by 3: where each layout and frequency mistake shows."""
 
 
 @suite.case(1, max_examples=8)
 @given(n=st.integers(1, 128), d=even_dims, base=bases)
-@telling(narrow, wider)
+@telling(narrow, TYPICAL_TABLE)
 def sinusoidal_table_properties(student, n, d, base):
     """sinusoidal_encoding is a float32 (n, d_model) table: row 0 is [0, 1, 0, 1, ...], each pair (2j, 2j+1)
     on the unit circle"""
@@ -97,15 +96,34 @@ def sinusoidal_table_properties(student, n, d, base):
                  atol=2e-5, hint="the columns 2j and 2j+1 hold sin and cos of the same angle i * w_j")
 
 
+def _on_circle(table: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether the columns `first` and `second` of the table are a cos and a sin of one angle, row by row."""
+    radius = table[:, first].square() + table[:, second].square()
+    return torch.allclose(radius, torch.ones_like(radius), atol=2e-5, rtol=0)
+
+
+def expect_interleaved(table: torch.Tensor, call: str) -> None:
+    """The table's pairs are the interleaved columns (2j, 2j+1) that shift_rotation turns; a table laid
+    out as [sin | cos] halves fails every rotation check, so it is named before them."""
+    d = table.shape[1]
+    table = table.to(torch.float64)
+    j = torch.arange(d // 2)
+    expect(_on_circle(table, 2 * j, 2 * j + 1) or not _on_circle(table, j, j + d // 2),
+           f"your table is laid out as [sin | cos] halves: {call} holds sin and cos of one angle in the "
+           "columns j and j + d_model/2, but M turns the interleaved pairs (2j, 2j+1) (P1: sin in column 2j, "
+           "cos in column 2j+1), so M @ P[i] cannot be P[i + delta]")
+
+
 @suite.case(1, max_examples=8)
 @given(shift=row_shifts(), d=even_dims, base=bases)
-@telling(narrow, wider)
+@telling(narrow, TYPICAL_TABLE)
 def shift_rotation_moves_rows(student, shift, d, base):
     """shift_rotation(delta) maps every row of your table to the row delta later: P[i + delta] = M @ P[i],
     delta negative too"""
     n, delta = shift
     table = expect_tensor(student.call(SIN, n, d, **base_kwargs(base)), (n, d),
                           f"sinusoidal_encoding({n}, {d}{shown(base)})")
+    expect_interleaved(table, f"sinusoidal_encoding({n}, {d}{shown(base)})")
     call = f"shift_rotation({delta}, {d}{shown(base)})"
     m = expect_tensor(student.call(SHIFT, delta, d, **base_kwargs(base)), (d, d), call).to(torch.float64)
     rows = torch.arange(max(0, -delta), min(n, n - delta))

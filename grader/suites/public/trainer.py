@@ -167,9 +167,9 @@ def degenerate_schedule(config: dict, **_: object) -> bool:
     return config["total_steps"] <= config["warmup_steps"] + 1 or config["warmup_steps"] <= 1
 
 
-def typical_schedule(config: dict, **others: object) -> dict:
-    """The same rates over a long warmup and decay."""
-    return {**others, "config": {**config, "warmup_steps": 4, "total_steps": 20}}
+TYPICAL_SCHEDULE = {"config": {"max_lr": 1.0, "warmup_steps": 4, "total_steps": 20, "min_lr": 0.1},
+                    "extra": 2}
+"""A long warmup and decay to a min_lr above 0, two steps past its end: where each schedule mistake shows."""
 
 
 SHORT_SCHEDULES = [{"max_lr": 1.0, "warmup_steps": 3, "total_steps": 3, "min_lr": 0.1},
@@ -184,7 +184,7 @@ from the step after the warmup on."""
 @example(config=SHORT_SCHEDULES[1])
 @example(config=SHORT_SCHEDULES[2])
 @given(config=schedules())
-@telling(degenerate_schedule, typical_schedule)
+@telling(degenerate_schedule, TYPICAL_SCHEDULE)
 def lr_schedule_properties(student, config):
     """lr_schedule warms up from max_lr/warmup_steps to max_lr, then decays to min_lr and stays there, also
     when total_steps <= warmup_steps"""
@@ -194,14 +194,15 @@ def lr_schedule_properties(student, config):
     call = f"lr_schedule(step, {describe(config)})"
     tol = 1e-6 * max_lr  # float32 arithmetic inside lr_schedule is fine
     if warmup > 0:
-        late = (f": your warmup reaches its peak one step late (max_lr at step {warmup}, not {warmup - 1})"
-                if abs(lrs[warmup] - max_lr) <= tol < abs(lrs[warmup - 1] - max_lr) else "")
-        expect(lrs[0] > tol, f"{call} is {lrs[0]:.4g} at step 0: the first step must already train "
-                             "(warmup gives max_lr * (step + 1) / warmup_steps, "
-                             f"not max_lr * step / warmup_steps){late}")
+        formula = "warmup gives max_lr * (step + 1) / warmup_steps, not max_lr * step / warmup_steps"
+        expect(not abs(lrs[warmup] - max_lr) <= tol < abs(lrs[warmup - 1] - max_lr),
+               f"your warmup reaches its peak one step late: {call} is max_lr={max_lr:g} at step {warmup}, "
+               f"not at the last warmup step {warmup - 1}, and {lrs[0]:.4g} at step 0 ({formula})")
+        expect(lrs[0] > tol,
+               f"{call} is {lrs[0]:.4g} at step 0: the first step must already train ({formula})")
         expect(abs(lrs[warmup - 1] - max_lr) <= tol,
                f"{call} is {lrs[warmup - 1]:.6g} at step {warmup - 1}, the last warmup step; "
-               f"expected max_lr={max_lr:g} (warmup must end at exactly max_lr){late}")
+               f"expected max_lr={max_lr:g} (warmup must end at exactly max_lr)")
         for s in range(1, warmup):
             expect(abs(lrs[s] - lrs[0] * (s + 1)) <= tol,
                    f"{call} is {lrs[s]:.6g} at step {s} and {lrs[0]:.6g} at step 0: "
