@@ -56,6 +56,15 @@ def test_attention_maps_with_an_autograd_graph_fails(tmp_path):
     assert all("autograd graph" in message for message in failed.values()), failed
 
 
+@pytest.mark.parametrize("name", ["attn_dropout_in_eval_mode", "ffn_dropout_in_eval_mode"])
+def test_dropout_left_on_in_eval_mode_elsewhere_costs_attention_maps_nothing(name, tmp_path):
+    # attention_maps cannot turn off what the model's eval() leaves on: it is judged at dropout=0 then
+    bug = bugs.BY_NAME[name]
+    results = judge(bugs.materialize(bug, tmp_path), components=(bug.component, "analysis"))
+    assert _failed(r for r in results if r.component == bug.component)
+    assert not _failed(r for r in results if r.component == "analysis"), _failed(results)
+
+
 @pytest.mark.parametrize(("component", "old", "new", "case"), [
     ("block", "return self.dropout(y), w", "return self.dropout(y).detach(), w", "block_gradients"),
     ("model", "x = self.tok_emb(idx)\n", "x = self.tok_emb(idx).detach()\n", "gradients"),

@@ -1,6 +1,7 @@
 """The public tests' coverage: the gaps of issue 8 (lr_schedule with total_steps <= warmup_steps,
 param_groups with frozen parameters) are drawn, and a wrong scaled_dot_product_attention costs only
-its own test, whether or not the heads call it. That every bug of bugs.py (but HIDDEN_ONLY's) loses
+its own test, whether or not the heads call it; RoPE computed in float32 fails the one public test of
+the dtype rule. That every bug of bugs.py (but HIDDEN_ONLY's) loses
 public points is checked with its grading in test_grade_examples.py; benchmarks/public_catch.py
 measures it over every component."""
 import pytest
@@ -59,3 +60,11 @@ def test_a_wrong_attention_function_costs_only_its_own_test(delegating, tmp_path
         source = submission / "attention.py"
         source.write_text(bugs.apply(DELEGATING_HEADS, source.read_text()))
     assert set(public_failures(submission, "attention")) == {"sdpa_matches_definition"}
+
+
+@pytest.mark.sandbox
+def test_the_public_tests_catch_rope_computed_in_float32(tmp_path):
+    bug = bugs.BY_NAME["rope_float32_frequencies"]
+    failing = public_failures(bugs.materialize(bug, tmp_path), bug.component)
+    assert list(failing) == ["rope_computes_in_input_dtype"], failing  # one rule, one test
+    assert "float32 rounding" in failing["rope_computes_in_input_dtype"]

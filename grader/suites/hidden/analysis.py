@@ -17,6 +17,7 @@ from ..fallback import in_runnable_dtype
 from ..public.analysis import (
     LM,
     expect_no_graph,
+    judged_config,
     lm_configs,
     model_probe,
     own_weights,
@@ -146,7 +147,8 @@ def attention_maps_matches_model(student, config, seed):
 
     def check(dtype: torch.dtype) -> None:
         student.manual_seed(seed)
-        model = perturb_own(student.call(LM, **model_config).to(dtype), seed).train()
+        judged = judged_config(student, model_config, idx, dtype)
+        model = perturb_own(student.call(LM, **judged).to(dtype), seed).train()
         shape = (model_config["n_layers"], B, model_config["n_heads"], T, T)
         maps = expect_tensor(student.call("analysis.attention_maps", model, idx), shape,
                              "attention_maps(model, idx)")
@@ -155,7 +157,7 @@ def attention_maps_matches_model(student, config, seed):
         tol = TOLERANCES[dtype]._asdict()
         if torch.allclose(maps.double(), expected.double(), **tol):
             return
-        setting = ", ".join(f"{k}={v!r}" for k, v in model_config.items())
+        setting = ", ".join(f"{k}={v!r}" for k, v in judged.items())
         in_eval = student.call("analysis.attention_maps", model.eval(), idx)
         if (isinstance(in_eval, torch.Tensor) and in_eval.shape == expected.shape
                 and torch.allclose(in_eval.double(), expected.double(), **tol)):

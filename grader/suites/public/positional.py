@@ -2,21 +2,24 @@
 small inputs computed here from its definition; no reference.
 
 P1 sinusoidal_table_properties 1 · P2 shift_rotation_moves_rows 1, shift_rotation_is_a_rotation 1 ·
-P3 rope_keeps_shape_dtype_and_lengths 1, rope_scores_depend_on_offset 1, rope_matches_definition 1 ·
+P3 rope_keeps_shape_dtype_and_lengths 1, rope_scores_depend_on_offset 1, rope_matches_definition 1,
+rope_computes_in_input_dtype 0.5 ·
 P4 alibi_slopes_properties 1 · P5 alibi_bias_properties 1 · P1-P3 odd_dimensions_raise 1.
 
 Tolerances rest on docs/spec.md ("Tolerances"): a float32 table computed natively differs from
 the float64 one by up to ~1e-5 for n <= 128 (so positions stay <= 128), and RoPE computed with
-float32 frequencies is off by ~1e-5 even for float64 inputs: both are accepted here.
+float32 frequencies is off by ~1e-5 even for float64 inputs: both are accepted by the value tests. One rule,
+one test: the contract says to compute in the inputs' dtype, and rope_computes_in_input_dtype alone fails
+RoPE computed in float32 for float64 inputs.
 """
 import itertools
 import math
 
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ...spec import FLOAT32_TABLE_TOLERANCE, Visibility
+from ...spec import FLOAT32_TABLE_TOLERANCE, Tolerance, Visibility
 from .. import Suite
 from ..checks import Failed, expect, expect_close, expect_tensor, expect_value_error, telling
 from ..strategies import batch_dims, dtypes, randn, seeds
@@ -261,6 +264,24 @@ def rope_matches_definition(student, lead, T, d, seed, base, given_positions):
                  hint="(P3) turns each interleaved pair (x[2j], x[2j+1]) at position t by the angle "
                       "a = positions[t] * base ** (-2j / d): look at the pairs, the direction of the "
                       "rotation (the signs of the sin terms) and the angles")
+
+
+FLOAT64_PRECISION = Tolerance(atol=1e-10, rtol=1e-10)
+"""Float64 RoPE written any correct way agrees with (P3) to about 1e-14; float32 anywhere on the way
+(frequencies, angles, cos or sin) costs 1e-8 or more, already at position 1."""
+
+
+@suite.case(0.5)
+@example(positions=[0, 1, 127, -128], d=8, seed=0)
+@given(positions=st.lists(st.integers(-128, 128), min_size=2, max_size=6), d=rope_dims, seed=seeds)
+def rope_computes_in_input_dtype(student, positions, d, seed):
+    """apply_rope on float64 x computes in float64 (frequencies, angles, cos and sin), as the contract asks"""
+    x = randn(seed, len(positions), d)
+    out = student.call(ROPE, x, positions=torch.tensor(positions))
+    what = f"apply_rope(x, positions={positions}) with float64 x of shape {tuple(x.shape)}"
+    expect_close(out, rope_by_definition(x, torch.tensor(positions), 10000.0), what,
+                 **FLOAT64_PRECISION._asdict(), float64=True,
+                 hint="far more than rounding: (P3) itself is not followed (see rope_matches_definition)")
 
 
 @suite.case(1)
