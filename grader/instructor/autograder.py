@@ -10,14 +10,16 @@ At its top level (Gradescope's layout, https://gradescope-autograders.readthedoc
   visibility and docs, and run_autograder then imports no torch of its own);
 - salt: this deployment's salt (grader/salt.py), so that Gradescope draws the hidden inputs that
   `grader grade` draws here: the same submission gets the same score in both places;
-- constraints.txt: `==` pins of the versions installed here that decide those inputs and the results
-  (PINNED), which setup.sh installs exactly, on this Python's minor version;
+- constraints.txt: the project's (CONSTRAINTS): the exact version of every package the grader installs,
+  which setup.sh installs, on this Python's minor version; the bundle is refused where the versions
+  installed here that decide those inputs and the results (PINNED) are not the file's;
 - pyproject.toml, README.md, grader/ (with the hidden suites) and solutions/: what setup.sh installs.
 
 ROOT is AUTOGRADER_ROOT, default /autograder; Gradescope unzips the bundle into ROOT/source.
 """
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -41,6 +43,10 @@ REPO = Path(__file__).resolve().parents[2]
 FILES = ("pyproject.toml", "README.md")
 LEFT_OUT = (SALT_PATH.as_posix(),)
 """The salt travels as the bundle's `salt` file (the installed package does not hold it)."""
+CONSTRAINTS = "constraints.txt"
+"""The exact version of every package the grader and its tests install (`pip freeze` of README's quick start,
+less the project itself and torch's "+cpu"): README's quick start (so CI) and setup.sh install under it,
+and tests/grader/test_constraints.py fails where the installed set differs."""
 UV_VERSION = "0.13.9"
 """The uv that setup.sh installs (with pip) to install Python; its version decides Python's patch release."""
 
@@ -52,7 +58,8 @@ SETUP = """\
 # Python: uv (installed with pip, at an exact version) installs its own CPython build, the same
 # minor version as the instructor's (@PYTHON@), on any image: Ubuntu 22.04, Gradescope's default,
 # has Python 3.10 and a release candidate as python3.11; other images have no Python 3.11 at all.
-# The versions that decide the hidden inputs and the results are pinned (constraints.txt).
+# Every package is pinned (constraints.txt, the set CI tests). torch alone comes from PyTorch's CPU index
+# (--no-deps: that index lacks most versions of torch's dependencies), the rest from PyPI.
 set -euo pipefail
 cd /  # nothing depends on the folder Gradescope runs this from (no ./grader shadows the installed one)
 root="${AUTOGRADER_ROOT:-/autograder}"
@@ -91,7 +98,7 @@ python="$root/venv/bin/python"
 released="import sys; assert sys.version_info >= (3, 11) and sys.version_info.releaselevel == 'final'"
 "$python" -I -c "$released" || fail "$("$python" -I -V) is not a released Python 3.11 or newer"
 pins=(--python "$python" --constraint "$source/constraints.txt")
-"$uv" pip install "${pins[@]}" torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+"$uv" pip install "${pins[@]}" --no-deps torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
 "$uv" pip install "${pins[@]}" "$source"
 rm -rf "$UV_CACHE_DIR"
 
@@ -141,9 +148,25 @@ def _sources(repo: Path) -> list[Path]:
     return found
 
 
-def constraints() -> str:
-    """A pip constraints file: each of PINNED at the version installed here (without torch's "+cpu")."""
-    return "".join(f"{name}=={pins()[name]}\n" for name in PINNED)
+def constraints(repo: Path = REPO) -> str:
+    """The bundle's constraints file, the project's, once each of PINNED installed here is checked to be
+    the file's version (else Gradescope would draw other hidden inputs, or compute other results, than
+    `grader grade` here)."""
+    text = (repo / CONSTRAINTS).read_text()
+    pinned = pinned_versions(text)
+    wrong = [f"{name} {pins()[name]} (the file: {pinned.get(name, 'none')})" for name in PINNED
+             if pinned.get(name) != pins()[name]]
+    if wrong:
+        raise AutograderError(f"installed here, not as {CONSTRAINTS} pins: {', '.join(wrong)}; install from "
+                              f"it first: pip install -c {CONSTRAINTS} -e \".[instructor]\"")
+    return text
+
+
+def pinned_versions(text: str) -> dict[str, str]:
+    """A constraints file's `name==version` lines, by normalized name (PEP 503)."""
+    lines = (line.split("#")[0].strip() for line in text.splitlines())
+    return {re.sub(r"[-_.]+", "-", name).lower(): version
+            for name, _, version in (line.partition("==") for line in lines if line)}
 
 
 def setup_script(private: str) -> str:
@@ -189,7 +212,7 @@ def build_autograder(out: Path, *, hidden_visibility: str = DEFAULT_HIDDEN_VISIB
                      ("run_autograder", RUN.encode()),
                      ("autograder.json", (json.dumps(settings, indent=2) + "\n").encode()),
                      ("salt", (deployment_salt() + "\n").encode()),
-                     ("constraints.txt", constraints().encode()),
+                     (CONSTRAINTS, constraints(repo).encode()),
                      *((path.as_posix(), (repo / path).read_bytes()) for path in _sources(repo))]
             new.write(deterministic_zip(files, executable=("setup.sh", "run_autograder")))
         except BaseException:
