@@ -39,6 +39,7 @@ from .scoring import runs, waiting_for
 from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
+from .submission import replaced_cells
 from .suites import Case, all_cases, without_local_constants
 from .suites.fallback import observing
 
@@ -150,9 +151,30 @@ def _not_attempted(case: Case, error: StudentError) -> str:
     """A stub's NotImplementedError: the case's own, or another component's it is waiting for."""
     module = _module(error)
     if not module or module == case.component:
-        return f"not attempted: {error.message}"
+        return _not_attempted_message(error)
     function = stub_name(error.message) or error.where.rpartition(" in ")[2]
     return waiting_for(f"{module}.{function}")
+
+
+def _not_attempted_message(error: StudentError) -> str:
+    """What a stub of the case's own component says; where its NotImplementedError has no message, where."""
+    return f"not attempted: {error.message or f'NotImplementedError raised ({error.where})'}"
+
+
+def _replaced_by_a_later_cell(case: Case, student: GuardedStudent, status: Status, message: str) -> str:
+    """A notebook's file that a later `%%writefile` cell replaced, where a test finds a stub or a name of the
+    contract missing: the same line for each such test (the report says it once), naming the cell graded."""
+    file = f"{case.component}.py"
+    cells = replaced_cells(student.sandbox.submission_dir, file)
+    missing = f"module '{case.component}' has no attribute" in message
+    if cells is None or not (missing or message.startswith("not attempted:")):
+        return message
+    graded, earlier = cells
+    return (f"{file} is what cell {graded} of your notebook writes: a `%%writefile {file}` cell replaces the "
+            f"whole file, so what cell{'s' if len(earlier) > 1 else ''} {', '.join(map(str, earlier))} wrote "
+            f"is not graded, and cell {graded}'s {file} "
+            + ("lacks names the tests call" if missing else "is still a stub")
+            + f" (to add to a file, start the cell with `%%writefile -a {file}`)")
 
 
 def _out_of_time(case: Case, student: GuardedStudent, error: WorkerLost | OutOfTime, limit: float,
@@ -194,7 +216,8 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
 
     def result(status: Status, message: str = "") -> Result:
         return Result(case.name, case.component, case.points if status is Status.PASSED else 0.0,
-                      case.points, status, message, case.visibility)
+                      case.points, status, _replaced_by_a_later_cell(case, student, status, message),
+                      case.visibility)
 
     if case.component in student.broken:  # its file cannot be imported: said once, not run
         return result(*student.broken[case.component])

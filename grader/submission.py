@@ -9,6 +9,7 @@ it that holds the most of them (a zip of a single folder, or of a whole reposito
 
 Importing one is sandbox/loader.py's work.
 """
+import json
 import re
 import stat
 import zipfile
@@ -25,6 +26,9 @@ MAX_ZIP_FILES = 2000
 """A submission's zip: its caps (a whole repository fits; a zip bomb does not); a notebook's size too."""
 SEARCH_DEPTH = 5
 """How deep below the folder given the exercise files are looked for."""
+CELLS_FILE = ".notebook_cells.json"
+"""Written next to a notebook's files: the cells that wrote each from scratch (counting every cell from 1),
+for the messages of a file that a later cell replaced."""
 _CELL_FILE = re.compile(r"^(?:%%writefile(\s+(?:-a|--append))?|#\s*file:)\s+(?:\S*/)?(\w+\.py)\s*$")
 
 
@@ -107,7 +111,8 @@ def notebook_files(path: Path, scratch: Path) -> Path:
     except Exception as error:  # nbformat raises several unrelated types for a bad file
         raise SubmissionError(f"{path} is not a readable notebook: {error}") from error
     files: dict[str, str] = {}
-    for cell in notebook.cells:
+    cells: dict[str, list[int]] = {}
+    for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
         first, _, body = cell.source.partition("\n")
@@ -115,8 +120,24 @@ def notebook_files(path: Path, scratch: Path) -> Path:
         if match:
             append, name = match.groups()
             files[name] = (files.get(name, "") if append else "") + body + "\n"
+            if not append:
+                cells.setdefault(name, []).append(number)
     if not files:
         raise SubmissionError(f"{path} has no cell starting with `%%writefile NAME.py` or `# file: NAME.py`")
     for name, source in files.items():
         (scratch / name).write_text(source)
+    (scratch / CELLS_FILE).write_text(json.dumps(cells))
     return _package_root(scratch, path)
+
+
+def replaced_cells(directory: Path, name: str) -> tuple[int, list[int]] | None:
+    """For a file of a notebook that two or more `%%writefile` cells wrote from scratch: the cell
+    whose file is graded (counting every cell from 1) and the earlier ones it replaced; else None."""
+    try:
+        written = json.loads((directory / CELLS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    fresh = written.get(name) if isinstance(written, dict) else None  # a folder's own file may hold anything
+    if not isinstance(fresh, list) or len(fresh) < 2 or not all(type(n) is int for n in fresh):
+        return None
+    return fresh[-1], fresh[:-1]

@@ -27,6 +27,8 @@ GUIDE = """\
 Each part below has one cell per file that starts with `%%writefile NAME.py`. Fill in what raises
 `NotImplementedError`, run the cell (it writes `NAME.py` next to this notebook), then run the part's
 check cell: it runs `grader check` on this notebook's folder, the public tests of that part only.
+To try your code on a small input, call it in a cell of your own: `attention = mine("attention")`
+(defined by the setup cell) imports your `attention.py` as its cell last wrote it.
 The grader must be installed in this kernel's environment: the setup cell installs it from the
 lab's zip (`lab.zip`, next to this notebook) where it is not, e.g. on Colab.
 
@@ -37,12 +39,27 @@ ignores all other cells."""
 SETUP = """\
 # Run this cell first: the check cells call the grader with this kernel's Python. Where the lab is not
 # installed (Colab), it installs it from lab.zip next to this notebook, keeping the torch already there.
+import importlib
 import importlib.util
+import os
 import subprocess
 import sys
+import types
 
 if importlib.util.find_spec("grader") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "lab.zip"], check=True)"""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "lab.zip"], check=True)
+
+
+def mine(name):
+    \"\"\"Your NAME.py as its cell last wrote it, imported afresh, to try on a small input:
+    attention = mine("attention"). The files import one another as a package (from .positional import
+    ...), so a plain `import attention` cannot load them; run a file's cell again, then call mine again.\"\"\"
+    for loaded in [m for m in sys.modules if m == "my_lab" or m.startswith("my_lab.")]:
+        del sys.modules[loaded]
+    package = types.ModuleType("my_lab")
+    package.__path__ = [os.getcwd()]
+    sys.modules["my_lab"] = package
+    return importlib.import_module(f"my_lab.{name}")"""
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 

@@ -8,6 +8,7 @@ import ast
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -15,6 +16,7 @@ from grader.judge import GuardedStudent, judge, run_case
 from grader.results import Result
 from grader.sandbox.client import Sandbox
 from grader.spec import COMPONENTS, GRADIENT_TOLERANCE, Status
+from grader.submission import unpack
 from grader.suites import all_cases
 from grader.suites.checks import (
     Failed,
@@ -330,3 +332,31 @@ def test_a_message_leads_with_the_difference_a_typical_input_shows(tmp_path, fil
     for message in crashed:
         assert message.index(difference) < message.index("It also fails on an edge case: your code raised "
                                                          "ZeroDivisionError"), message
+
+
+@pytest.mark.sandbox
+def test_a_file_a_later_notebook_cell_replaced_is_said_once_naming_the_cell_graded(tmp_path):
+    cells = [f"%%writefile {c}.py\n{(ROOT / 'solutions' / f'{c}.py').read_text()}" for c in COMPONENTS]
+    cells.append("%%writefile attention.py\nimport torch\n\n\ndef causal_mask(n, device=None):\n"
+                 "    raise NotImplementedError\n")  # a scratch cell that replaces the whole file
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    nbformat.write(notebook, tmp_path / "lab.ipynb")
+    (tmp_path / "files").mkdir()
+    submission = unpack(tmp_path / "lab.ipynb", tmp_path / "files")
+    messages = {r.status: r.message for r in judge(submission, public_only=True, components=("attention",))}
+    last = len(cells)
+    said = (f"attention.py is what cell {last} of your notebook writes: a `%%writefile attention.py` cell "
+            f"replaces the whole file, so what cell 1 wrote is not graded, and cell {last}'s attention.py ")
+    assert messages == {Status.FAILED: said + "lacks names the tests call (to add to a file, start the cell "
+                                              "with `%%writefile -a attention.py`)",
+                        Status.NOT_ATTEMPTED: said + "is still a stub (to add to a file, start the cell with "
+                                                     "`%%writefile -a attention.py`)"}, messages
+
+
+@pytest.mark.sandbox
+def test_a_bare_not_implemented_error_says_where(tmp_path):
+    submission = edited_solutions(tmp_path, "attention.py", "    return weights @ v, weights",
+                                  "    raise NotImplementedError")
+    result = run_cases(submission, tmp_path, "attention", "sdpa_shapes_and_dtype")["sdpa_shapes_and_dtype"]
+    assert result.status is Status.NOT_ATTEMPTED
+    assert result.message.startswith("not attempted: NotImplementedError raised (attention.py, line "), result

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 from grader.cli import main as grader_main
-from grader.instructor.notebook import check_cell, handout_sections, main, write_notebook
+from grader.instructor.notebook import SETUP, check_cell, handout_sections, main, write_notebook
 from grader.spec import COMPONENTS, DEPENDS
 from grader.submission import unpack
 from helpers import ROOT
@@ -57,6 +58,18 @@ def test_the_notebook_has_the_handouts_parts_with_a_file_cell_and_a_check_each(n
         written_before = {name for name, i in files.items() if i < checks[component]}
         assert {f"{d}.py" for d in (component, *DEPENDS.get(component, ()))} <= written_before
     assert checks["attention"] > files["positional.py"] > checks["attention"] - 3  # right after Part 2
+
+
+@pytest.mark.sandbox  # a Python process of its own: a fresh kernel
+def test_a_student_imports_their_own_files_next_to_the_notebook_afresh(tmp_path: Path):
+    for name in ("attention", "positional"):
+        shutil.copy(ROOT / "solutions" / f"{name}.py", tmp_path)
+    edited = (ROOT / "solutions" / "attention.py").read_text() + "\n\ndef added():\n    return 'rewritten'\n"
+    tried = (f"{SETUP}\nattention = mine('attention')\nprint(attention.causal_mask(3).sum().item())\n"
+             f"open('attention.py', 'w').write({edited!r})\nprint(mine('attention').added())\n")
+    run = subprocess.run([sys.executable, "-c", tried], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.split() == ["6", "rewritten"], run.stderr
 
 
 def test_the_stub_notebook_is_a_submission_of_the_stubs(notebook_path: Path, tmp_path: Path):

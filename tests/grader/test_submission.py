@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.submission import SubmissionError, unpack
+from grader.submission import CELLS_FILE, SubmissionError, replaced_cells, unpack
 
 
 def test_a_directory_or_its_single_subfolder(tmp_path: Path):
@@ -45,7 +45,7 @@ def test_a_notebook_is_read_not_run(tmp_path: Path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     files = unpack(tmp_path / "lab.ipynb", scratch)
-    assert sorted(p.name for p in files.iterdir()) == ["attention.py", "quiz.py"]
+    assert sorted(p.name for p in files.iterdir()) == [CELLS_FILE, "attention.py", "quiz.py"]
     assert "ANSWERS = {'q1': 'b'}" in (files / "quiz.py").read_text()
 
 
@@ -105,6 +105,17 @@ def test_a_later_writefile_cell_replaces_the_file_as_in_jupyter(tmp_path: Path):
     files = _notebook(tmp_path, "%%writefile attention.py\ndef f(:\n",
                       "%%writefile attention.py\ndef f():\n    return 1")
     assert (files / "attention.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_the_cells_that_wrote_a_file_are_known_the_last_one_graded(tmp_path: Path):
+    files = _notebook(tmp_path, "%%writefile attention.py\nA = 1", "print('a cell of its own')",
+                      "%%writefile -a attention.py\nB = 2", "%%writefile attention.py\nC = 3",
+                      "%%writefile quiz.py\nQ = 1", "%%writefile -a quiz.py\nR = 2")
+    assert replaced_cells(files, "attention.py") == (4, [1])  # cells counted from 1, appends not replacing
+    assert replaced_cells(files, "quiz.py") is None  # one cell wrote it, another appended
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / CELLS_FILE).write_text('{"attention.py": ["1; rm -rf", 2]}')
+    assert replaced_cells(tmp_path / "folder", "attention.py") is None  # a folder's own file is not trusted
 
 
 @pytest.mark.parametrize("flag", ["-a", "--append"])
