@@ -96,7 +96,16 @@ def unpack(path: Path, scratch: Path) -> Path:
         return _package_root(scratch, path)
     if path.suffix == ".ipynb":
         return notebook_files(path, scratch)
+    if path.suffix.lower() == ".zip" or _starts_like_a_zip(path):
+        raise SubmissionError(f"{path} is a broken zip file (cut short, or damaged on the way?): it cannot "
+                              "be read; zip the folder again and resubmit")
     raise SubmissionError(f"{path} is neither a directory, a zip file nor a notebook (.ipynb)")
+
+
+def _starts_like_a_zip(path: Path) -> bool:
+    """Whether the file begins as a zip does (its first entry's signature), whatever its name says."""
+    with path.open("rb") as file:
+        return file.read(4) == b"PK\x03\x04"
 
 
 def notebook_files(path: Path, scratch: Path) -> Path:

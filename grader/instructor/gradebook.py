@@ -5,7 +5,7 @@ import csv
 import io
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from .similarity import Pair
 HEADER = ("student", "total", *COMPONENTS, "status")
 BINS = 10
 FIGURE_TESTS = 20
-"""The failures figure shows the tests most of the class fails, this many at most."""
+"""The failures figure shows the most failed tests, this many at most."""
 MESSAGE_CHARS = 90
 SIMILAR_PAIRS = 50
 """summary.md lists this many pairs of students at most (similarity.html has them all)."""
@@ -103,18 +103,46 @@ def _histogram(scores: list[float], maximum: float) -> list[int]:
     return counts
 
 
+ONE_CAUSE = "several tests, one message"
+"""The reteach row of a component's tests that failed with one message in one submission (a file that did
+not import, a function that hangs, a stub another part waits for): one cause, counted once per student, as
+the scorecard says it once, and not in each test's own row."""
+
+
+def _causes(card: dict) -> Iterator[tuple[str, str, float, str]]:
+    """(component, test or ONE_CAUSE, points lost, message) for each cause of failure in one scorecard."""
+    failing = [test for test in card["tests"] if test["status"] != Status.PASSED]
+    shared = Counter((test["component"], test["message"]) for test in failing)
+    lost: Counter[tuple[str, str]] = Counter()
+    for test in failing:
+        key = (test["component"], test["message"])
+        if shared[key] > 1:
+            lost[key] += test["max_score"]
+        else:
+            yield test["component"], test["name"], test["max_score"], test["message"]
+    for (component, message), points in lost.items():
+        yield component, ONE_CAUSE, points, message
+
+
 def failure_rates(cards: Sequence[dict]) -> list[dict]:
-    """Per test: how many of the graded failed it, and the commonest message; most failed first."""
+    """Per test (and per component, its ONE_CAUSE row): how many of the graded failed it, the most points
+    one lost there, and the commonest message; most failed first."""
     tests: dict[tuple[str, str], dict] = {}
+
+    def entry(component: str, test: str, points: float) -> dict:
+        return tests.setdefault((component, test), {"component": component, "test": test, "points": points,
+                                                    "failed": 0, "graded": 0, "messages": Counter()})
+
     for card in cards:
         for test in card["tests"]:
-            entry = tests.setdefault((test["component"], test["name"]), {
-                "component": test["component"], "test": test["name"], "points": test["max_score"],
-                "failed": 0, "graded": 0, "messages": Counter()})
-            entry["graded"] += 1
-            if test["status"] != Status.PASSED:
-                entry["failed"] += 1
-                entry["messages"][test["message"]] += 1
+            entry(test["component"], test["name"], test["max_score"])["graded"] += 1
+        for component in {test["component"] for test in card["tests"]}:
+            entry(component, ONE_CAUSE, 0.0)["graded"] += 1
+        for component, test, points, message in _causes(card):
+            cause = entry(component, test, points)
+            cause["failed"] += 1
+            cause["points"] = max(cause["points"], points)
+            cause["messages"][message] += 1
     rates = [{**entry, "share": entry["failed"] / entry["graded"]} for entry in tests.values()]
     return sorted(rates, key=lambda e: (-e["share"], COMPONENTS.index(e["component"]), e["test"]))
 
@@ -138,8 +166,10 @@ def summary(rows: Sequence[Row], version: str, similar: Sequence[Pair] | None = 
     statuses = [f"{counts[status]} {status}" for status in Outcome if counts[status]]
     lines = [f"# Grades: {len(rows)} students", "", f"{', '.join(statuses)} (grader {version}).", ""]
     lines += _sandbox_lines(cards)
+    if any(row.status is Outcome.GRADED for row in rows):
+        lines += _score_section(rows)
     if cards:
-        lines += _score_section(cards) + _component_section(cards) + _failure_section(cards)
+        lines += _component_section(cards) + _failure_section(cards)
     if not_graded:
         lines += ["## Not graded, or graded in part", "",
                   *_table(("student", "status", "why"),
@@ -158,16 +188,31 @@ def _sandbox_lines(cards: list[dict]) -> list[str]:
             for mode, count in sorted(modes.items())] + ([""] if modes else [])
 
 
-def _score_section(cards: list[dict]) -> list[str]:
+def _graded(rows: Sequence[Row]) -> list[dict]:
+    """The scorecards of the graded: a grading that did not end (timed out, stalled) is no grade."""
+    return [row.card for row in rows if row.status is Outcome.GRADED]
+
+
+def _score_section(rows: Sequence[Row]) -> list[str]:
+    """The histogram and figures of the graded, saying who they leave out."""
+    cards = _graded(rows)
     scores, maximum = [card["score"] for card in cards], max(card["max_score"] for card in cards)
     counts = _histogram(scores, maximum)
-    rows = [(f"{_points(round(low, 2))}–{_points(round(high, 2))}", n, "█" * n)
-            for (low, high), n in zip(_bins(maximum), counts, strict=True)]
-    return ["## Scores", "",
-            f"Out of {_points(maximum)}: mean {statistics.mean(scores):.1f}, median "
-            f"{_points(statistics.median(scores))}, lowest {_points(min(scores))}, "
-            f"highest {_points(max(scores))}.",
-            "", "![Score histogram](scores.png)", "", *_table(("score", "students", ""), rows), ""]
+    table = [(f"{_points(round(low, 2))}–{_points(round(high, 2))}", n, "█" * n)
+             for (low, high), n in zip(_bins(maximum), counts, strict=True)]
+    zeros = sum(row.status in ZERO for row in rows)
+    left = len(rows) - len(cards) - zeros
+    said = [f"Out of {_points(maximum)}, over the {len(cards)} graded submissions: mean "
+            f"{statistics.mean(scores):.1f}, median {_points(statistics.median(scores))}, lowest "
+            f"{_points(min(scores))}, highest {_points(max(scores))}."]
+    if zeros:
+        said.append(f"Not in these figures: {zeros} empty or unreadable, 0 in gradebook.csv (the mean with "
+                    f"them: {statistics.mean(scores + [0.0] * zeros):.1f}).")
+    if left:
+        said.append(f"Nor the {left} whose grading did not end (timed out, stalled, error or pending: "
+                    "below).")
+    return ["## Scores", "", " ".join(said), "", "![Score histogram](scores.png)", "",
+            *_table(("score", "students", ""), table), ""]
 
 
 def _component_section(cards: list[dict]) -> list[str]:
@@ -186,9 +231,15 @@ def _failure_section(cards: list[dict]) -> list[str]:
     if not failing:
         return ["## Tests failed", "", "Every graded submission passed every test.", ""]
     rows = [(f"{rate['share']:.0%}", f"{rate['failed']}/{rate['graded']}", rate["component"], rate["test"],
-             _points(rate["points"]), _short(rate["messages"].most_common(1)[0][0])) for rate in failing]
-    return ["## Tests failed (what to reteach)", "", "![Failure rate per test](failures.png)", "",
-            *_table(("failed", "students", "component", "test", "points", "commonest message"), rows), ""]
+             ("up to " if rate["test"] == ONE_CAUSE else "") + _points(rate["points"]),
+             _short(rate["messages"].most_common(1)[0][0])) for rate in failing]
+    return ["## Tests failed (what to reteach): the share of the graded students who failed each test", "",
+            f"Each cause counts once per student: where several tests of a component failed with one message "
+            f"(a file that did not import, a function that hangs, a stub another part waits for), that "
+            f"student counts once, in the component's row \"{ONE_CAUSE}\", not in each test's row.", "",
+            "![Share of the graded students failing each test](failures.png)", "",
+            *_table(("share failing", "failed / graded", "component", "test", "points", "commonest message"),
+                    rows), ""]
 
 
 def _similarity_section(similar: Sequence[Pair]) -> list[str]:
@@ -220,21 +271,23 @@ def write_figures(rows: Sequence[Row], out: Path) -> list[Path]:
     """scores.png and failures.png (nothing without a graded submission)."""
     from matplotlib.figure import Figure  # no pyplot: no display, no global state
 
-    cards = [row.card for row in rows if row.card]
-    if not cards:
+    cards, graded = [row.card for row in rows if row.card], _graded(rows)
+    if not graded:
         return []
-    maximum = max(card["max_score"] for card in cards)
+    maximum = max(card["max_score"] for card in graded)
     scores = Figure(figsize=(6, 3.2), dpi=100)
     axes = scores.subplots()
-    axes.hist([card["score"] for card in cards], bins=[edge for edge, _ in _bins(maximum)] + [maximum],
+    axes.hist([card["score"] for card in graded], bins=[edge for edge, _ in _bins(maximum)] + [maximum],
               color="#4c72b0", edgecolor="white")
-    axes.set(xlabel=f"score (out of {_points(maximum)})", ylabel="students", title="Scores")
+    axes.set(xlabel=f"score (out of {_points(maximum)})", ylabel="students",
+             title=f"Scores of the {len(graded)} graded submissions")
     failing = [rate for rate in failure_rates(cards) if rate["failed"]][:FIGURE_TESTS]
     failures = Figure(figsize=(7, 1.2 + 0.3 * max(1, len(failing))), dpi=100)
     axes = failures.subplots()
     axes.barh([f"{rate['component']}: {rate['test']}" for rate in failing][::-1],
               [100 * rate["share"] for rate in failing][::-1], color="#c44e52")
-    axes.set(xlabel="students failing it (%)", xlim=(0, 100), title="Tests most of the class fails")
+    axes.set(xlabel="graded students failing it (%)", xlim=(0, 100),
+             title=f"The {len(failing)} most failed tests")
     written = []
     for figure, name in ((scores, "scores.png"), (failures, "failures.png")):
         figure.tight_layout()
