@@ -9,7 +9,11 @@ rounds, and their range. As root, a command's CPU time is read from a
 control group of its own (its workers' groups nest in it): a worker killed in its PID namespace is
 never waited for, so its CPU time is missing from getrusage's count of the children.
 
-    python benchmarks/bench_grade.py [--repeat N] [--student-loop]
+    python benchmarks/bench_grade.py [--repeat N] [--student-loop] [--against CHECKOUT]
+
+`--against CHECKOUT` runs each command with another checkout of the grader too (PYTHONPATH), in the same
+rounds, in alternating order: paired runs, so that a change's saving can be told from the machine's
+drift (docs/performance.md: a mechanism stays only where paired runs show its saving above the noise).
 """
 import argparse
 import compileall
@@ -49,14 +53,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cpu(command: list[str], env: dict[str, str] | None = None) -> float:
+def run_cpu(command: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> float:
     """CPU seconds of a command and of every process it starts: those of a control group of its own
     where one can be made (root), else getrusage's count of the children waited for."""
     group = Group.create(1 << 40, 4096, float(os.cpu_count() or 1))
     cpu = _children_cpu()
     try:
         subprocess.run([*(group.join_command() if group else []), *command], check=True, capture_output=True,
-                       env=env)
+                       env=env, cwd=cwd)
         used = group.cpu_seconds() if group else None
     finally:
         if group:
@@ -64,13 +68,15 @@ def run_cpu(command: list[str], env: dict[str, str] | None = None) -> float:
     return _children_cpu() - cpu if used is None else used
 
 
-def command_seconds(*args: str) -> tuple[float, float]:
+def command_seconds(*args: str, checkout: Path | None = None) -> tuple[float, float]:
     """Wall and CPU time of one `grader` command (its workers included), process start-up included. A
     check runs as a student's does, with no GRADER_SALT in its environment (it needs none; with one, the
     judge would launch its sandbox's template rather than fork it: docs/grading.md, "Worker")."""
     env = {key: value for key, value in os.environ.items() if args[0] != "check" or key != SALT_VARIABLE}
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
     start = time.monotonic()
-    cpu = run_cpu([sys.executable, "-m", "grader.cli", *args], env)
+    cpu = run_cpu([sys.executable, "-m", "grader.cli", *args], env, checkout or ROOT)  # -m: the cwd's grader
     return time.monotonic() - start, cpu
 
 
@@ -79,13 +85,13 @@ def import_cpu() -> float:
     return run_cpu([sys.executable, "-c", "import torch, numpy, hypothesis"])
 
 
-def compile_bytecode() -> None:
+def compile_bytecode(root: Path) -> None:
     """Write the grader's and the reference's bytecode, as `pip install` does (the unit's modules have
     theirs): where PYTHONDONTWRITEBYTECODE is set, as on the development machine, every command would
     otherwise compile them again, about 0.1 CPU-s. The submissions themselves are compiled afresh in the
     worker either way."""
     for folder in ("grader", "solutions"):
-        compileall.compile_dir(ROOT / folder, quiet=1)
+        compileall.compile_dir(root / folder, quiet=1)
 
 
 def main() -> None:
@@ -94,8 +100,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds: the import, then each command (the best times and the median ratio)")
     parser.add_argument("--student-loop", action="store_true", help="only the two `grader check` commands")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="also run each command with this checkout of the grader, alternating")
     args = parser.parse_args()
-    compile_bytecode()
+    compile_bytecode(ROOT)
+    if args.against:
+        compile_bytecode(args.against)
     commands = {
         "grader check exercises": ("check", str(ROOT / "exercises")),
         "grader check --only attention solutions": ("check", str(ROOT / "solutions"), "--only", "attention"),
@@ -109,11 +119,14 @@ def main() -> None:
     # (this machine's speed drifts within minutes: a unit measured once, first, skews every ratio)
     units: list[float] = []
     runs: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-    for _ in range(args.repeat):
+    checkouts = {"": None, **({f" [{args.against.name}]": args.against} if args.against else {})}
+    for round_number in range(args.repeat):
         units.append(import_cpu())
         for label, command in commands.items():
-            wall, cpu = command_seconds(*command)
-            runs[label].append((wall, cpu, cpu / units[-1]))
+            order = list(checkouts.items())[::-1 if round_number % 2 else 1]
+            for suffix, checkout in order:
+                wall, cpu = command_seconds(*command, checkout=checkout)
+                runs[label + suffix].append((wall, cpu, cpu / units[-1]))
     print(f"{'import torch, numpy, hypothesis':<42} {min(units):12.2f} s CPU (the unit; "
           f"{min(units):.2f} to {max(units):.2f} s over {len(units)} rounds)")
     for label, done in runs.items():

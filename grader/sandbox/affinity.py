@@ -4,7 +4,8 @@ The judge and its worker take turns: one waits for the other's reply, thousands 
 free, the scheduler wakes the one replied to on an idle CPU, so every round trip crosses CPUs and wakes
 an idle one; on one CPU each hand-over is a switch on that CPU. Measured on the 2-core (virtual)
 development machine, CPU of the command and its workers: `grader grade solutions` 11.3 to 11.9 s free,
-8.1 to 8.3 s on one CPU; `grader check solutions` 5.6 to 6.0 s against 4.6 s (docs/performance.md).
+8.1 to 8.3 s on one CPU; `grader check solutions` 5.6 to 6.0 s against 4.6 s
+(docs/performance-history.md, sixth pass).
 
 Gradings side by side (grade-all's `--jobs`, the tests' processes) each claim a CPU of their own: an
 abstract Unix socket per CPU (CLAIM), bound while the grading runs and gone with its process, which leaves
