@@ -165,9 +165,10 @@ def _replaced_by_a_later_cell(case: Case, student: GuardedStudent, status: Statu
     """A notebook's file that a later `%%writefile` cell replaced, where a test finds a stub or a name of the
     contract missing: the same line for each such test (the report says it once), naming the cell graded."""
     file = f"{case.component}.py"
-    cells = replaced_cells(student.sandbox.submission_dir, file)
     missing = f"module '{case.component}' has no attribute" in message
-    if cells is None or not (missing or message.startswith("not attempted:")):
+    if not (missing or message.startswith("not attempted:")):
+        return message
+    if (cells := replaced_cells(student.sandbox.submission_dir, file)) is None:
         return message
     graded, earlier = cells
     return (f"{file} is what cell {graded} of your notebook writes: a `%%writefile {file}` cell replaces the "
