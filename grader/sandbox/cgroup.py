@@ -219,6 +219,19 @@ class Group:
                 pass
         return None
 
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the group for its memory limit (v2's memory.events, v1's
+        memory.oom_control: their oom_kill count)."""
+        for _, folder in self.folders:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    counts = dict(line.split() for line in (folder / name).read_text().splitlines())
+                    if int(counts.get("oom_kill", 0)) > 0:
+                        return True
+                except (OSError, ValueError):
+                    pass
+        return False
+
     def memory_peak(self) -> int | None:
         """The most memory the group held at once, in bytes (None if not counted here)."""
         for _, folder in self.folders:

@@ -20,6 +20,7 @@ from typing import Any
 from ..results import safe_text
 from ..spec import BUDGETS
 from ..submission import special
+from . import cgroup
 from .clocks import ASLEEP, CPU, SEES_STARVATION, STALLED, Allowance, Timeout
 from .errors import WorkerLost
 from .launch import CODE_PACKAGE
@@ -59,9 +60,10 @@ class Sandbox:
         self.worker: Worker | None = None
         self.template: Template | None = None
         self.blocked: frozenset[str] = frozenset()
-        self.not_set = [safe_text(text, 200) for text in
-                        refused_limits(self.limits, per_uid=self.mode in ("root", "setuid"))]
-        """The limits this platform refuses a worker (found by the judge: worker/limits.refused_limits)."""
+        refused = refused_limits(self.limits, per_uid=self.mode in ("root", "setuid")) + _ungrouped(self.mode)
+        self.not_set = [safe_text(text, 200) for text in refused]
+        """The limits this platform refuses a worker (found by the judge: worker/limits.refused_limits), and
+        the control group's where none can be made."""
         self.refused: tuple[tuple[str, str], ...] = ()
         self._cpu_before = self._waited_before = 0.0  # the clocks of the workers closed so far
 
@@ -140,8 +142,8 @@ class Sandbox:
     def isolation(self) -> dict:
         """How this sandbox isolated the student's code, for every report: its mode and what it
         isolates (describe), one line a student can read, and the limits this platform refused."""
-        return {**self.report, "summary": isolation_summary(self.mode, self.not_set),
-                "not_set": list(self.not_set)}
+        summary = isolation_summary(self.mode, self.not_set, memory=self.limits.memory)
+        return {**self.report, "summary": summary, "not_set": list(self.not_set)}
 
     def fresh_worker(self) -> None:
         """Close the worker: the next call gets a new one (started now, where that takes long)."""
@@ -172,6 +174,14 @@ def _readable_by_all(folder: Path) -> None:
     for path in folder.rglob("*"):
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _ungrouped(confinement_mode: str) -> list[str]:
+    """The limit of a worker's processes together, where no control group holds it (not root: a student's
+    check, a SLURM job; a container without cgroups), said as the limits a platform refuses are."""
+    if confinement_mode in ("root", "setuid") and "memory" in cgroup.available():
+        return []
+    return ["the memory of its processes together (no control group here: each process has the limit alone)"]
 
 
 def _left_out(folder: str, names: list[str]) -> set[str]:

@@ -74,10 +74,12 @@ def describe(confinement_mode: str, unsafe_no_sandbox: bool = False) -> dict:
     return {"mode": confinement_mode, "isolates": isolates}
 
 
-def isolation_summary(confinement_mode: str, not_set: list[str]) -> str:
-    """One line for the student: how their code is isolated, and which limits this platform refused."""
-    memory = not any(note.startswith("memory") for note in not_set)
-    text = f"{isolation(confinement_mode).student}, with time{' and memory' if memory else ''} limits"
+def isolation_summary(confinement_mode: str, not_set: list[str], *, memory: str) -> str:
+    """One line for the student: how their code is isolated, under which limits (`memory`: the memory
+    limit's figure), and which this platform refused."""
+    held = not any(note.startswith("memory") for note in not_set)
+    limits = f"time and memory ({memory}) limits" if held else "time limits"
+    text = f"{isolation(confinement_mode).student}, with {limits}"
     return text + (f" (not available here: {'; '.join(not_set)})" if not_set else "")
 
 

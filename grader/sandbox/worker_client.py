@@ -56,6 +56,7 @@ class Worker:
         # One control group for it and all it starts, where the machine allows (as root)
         self.group = Group.create(limits.group_memory_bytes, limits.processes, limits.cpus) \
             if self.uid is not None else None
+        self.memory, self.out_of_memory = limits.memory, False
         self._ready, self.process, self.inner_pid = False, None, None
         self._ids = itertools.count(1)
         try:
@@ -117,7 +118,10 @@ class Worker:
             raise WorkerLost(self._death_reason(error)) from None
         if "error" in reply:
             error = reply["error"]
-            raise StudentError(error["type"], error["message"], error["where"], error["file"], error["line"])
+            message = error["message"]
+            if "MemoryError" in error["type"] or "allocate memory" in message.lower():  # torch's, numpy's
+                message = f"out of memory (the limit is {self.memory} a worker): {message}"
+            raise StudentError(error["type"], message, error["where"], error["file"], error["line"])
         return reply["ok"]
 
     def cpu_seconds(self) -> float:
@@ -215,6 +219,9 @@ class Worker:
         code = self.returncode
         if isinstance(error, ProtocolError):
             return f"the worker's reply was refused: {error}"
+        if code is not None and code < 0 and self.out_of_memory:
+            return f"the worker ran out of memory (the limit is {self.memory}, all it starts included) and " \
+                   "was killed"
         if code is not None and code < 0:
             return f"the process was killed by signal {signal.Signals(-code).name}"
         if code is not None:
@@ -232,6 +239,7 @@ class Worker:
             self.cpu = self.cpu_seconds()  # its last reading: the sandbox's clock keeps it
         self._kill()
         if self.group:
+            self.out_of_memory = self.group.oom_killed()
             self.group.remove()
         self.channel.close()
 

@@ -370,10 +370,11 @@ def test_without_landlock_setuid_reports_say_the_process_list_is_visible(monkeyp
     monkeypatch.setattr(landlock, "abi", lambda: 0)
     isolates = describe("setuid")["isolates"]
     assert "its process list" in isolates and isolates.endswith("(Landlock unavailable here)")
-    assert "a view of the machine's files and processes" in modes.isolation_summary("setuid", [])
+    summary = modes.isolation_summary("setuid", [], memory="2 GiB")
+    assert "a view of the machine's files and processes" in summary
     monkeypatch.setattr(landlock, "abi", lambda: 7)
     assert "no other process (Landlock)" in describe("setuid")["isolates"]
-    assert "no view of other files or processes" in modes.isolation_summary("setuid", [])
+    assert "no view of other files or processes" in modes.isolation_summary("setuid", [], memory="2 GiB")
 
 
 @pytest.mark.sandbox

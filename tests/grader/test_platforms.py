@@ -16,7 +16,9 @@ from grader.suites import all_cases
 from helpers import ROOT
 
 IMITATION = ROOT / "tests" / "imitate"
-NOT_SET = {"macos": {"memory"}, "windows": {"memory", "output", "open files", "CPU time", "core dumps"}}
+GROUP = "the memory of its processes together"  # not root: no control group
+NOT_SET = {"macos": {"memory", "address space", GROUP},
+           "windows": {"memory", "address space", "output", "open files", "CPU time", "core dumps", GROUP}}
 
 
 def _check(platform: str, submission: Path, tmp_path: Path) -> tuple[dict, str]:

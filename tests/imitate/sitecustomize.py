@@ -1,7 +1,9 @@
 """Imitates macOS's or Windows' POSIX gaps in this interpreter and in every one it starts (tests only).
 
 With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows (tests/grader/test_platforms.py):
-- macos: setrlimit(RLIMIT_AS) raises ValueError (as macOS does) and os.sched_getaffinity is gone;
+- macos: setrlimit(RLIMIT_AS) raises ValueError (as macOS does), and so does setrlimit(RLIMIT_DATA) (macOS
+  accepts it, but memory from mmap escapes it, so the grader does not set it off Linux: limits.py), and
+  os.sched_getaffinity is gone;
 - windows: the `resource` and `fcntl` modules cannot be imported, and os.killpg, os.setsid and
   os.sched_getaffinity are gone.
 subprocess.Popen passes the imitation on (this folder and the variables) to every process it starts,
@@ -43,7 +45,7 @@ def _imitate_macos() -> None:
     setrlimit = resource.setrlimit
 
     def refusing(which, limits):
-        if which == resource.RLIMIT_AS:
+        if which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
             raise ValueError("current limit exceeds maximum limit")
         return setrlimit(which, limits)
 

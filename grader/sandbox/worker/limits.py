@@ -6,6 +6,7 @@ platform refuses, the judge finds on its own (refused_limits) and every report s
 import json
 import os
 import signal
+import sys
 from dataclasses import dataclass
 
 try:
@@ -19,7 +20,9 @@ class Limits:
     """Resource limits of the worker and everything it starts (soft = hard: it cannot raise them)."""
 
     memory_bytes: int = 8 << 30  # address space: torch's import maps ~2 GiB; a 100 GB tensor fails here
-    group_memory_bytes: int = 2 << 30  # all its processes together, swap included (cgroup.py)
+    group_memory_bytes: int = 2 << 30
+    """A worker's memory: all its processes together, swap included (cgroup.py, as root), and each of
+    them alone (RLIMIT_DATA, on Linux: in every mode, so that `grader check` has the limit a grading has)."""
     processes: int = 64  # threads count: torch and Python need a few; a fork bomb stops at 64 (its group too)
     scratch_bytes: int = 64 << 20  # the home, a tmpfs ("root", "userns"; else file_bytes a file)
     cpus: float = 1.0  # all its processes together, at most one core (cgroup.py): it computes on one thread
@@ -27,11 +30,18 @@ class Limits:
     open_files: int = 256
     cpu_seconds: int = 0  # set by the judge from its budgets (spec.Budgets.worker_cpu_seconds); 0: none
 
+    @property
+    def memory(self) -> str:
+        """The memory limit as a student reads it (reports, messages; docs/lab.md states it too)."""
+        return f"{self.group_memory_bytes / 2**30:g} GiB"
+
     def apply(self, per_uid: bool) -> list[str]:
         """Set each that the platform allows; the process limit only where the worker has a uid of its
         own (`per_uid`): it counts every process of the uid, a whole desktop session's for a student's
         own. Returns the limits not set, each as "what (why)"."""
-        limits = {"memory": ("RLIMIT_AS", self.memory_bytes), "output": ("RLIMIT_FSIZE", self.file_bytes),
+        limits = {"memory": ("RLIMIT_DATA", self.group_memory_bytes),
+                  "address space": ("RLIMIT_AS", self.memory_bytes),
+                  "output": ("RLIMIT_FSIZE", self.file_bytes),
                   "open files": ("RLIMIT_NOFILE", self.open_files), "core dumps": ("RLIMIT_CORE", 0)}
         if self.cpu_seconds:
             limits["CPU time"] = ("RLIMIT_CPU", self.cpu_seconds)
@@ -40,6 +50,9 @@ class Limits:
         if resource is None:
             return [f"{what} (no resource module)" for what in limits]
         not_set = []
+        if sys.platform != "linux":  # macOS accepts it, but memory from mmap (a tensor's) escapes it
+            not_set.append("memory (RLIMIT_DATA holds only on Linux)")
+            del limits["memory"]
         for what, (name, value) in limits.items():
             try:
                 resource.setrlimit(getattr(resource, name), (value, value))
