@@ -2,7 +2,8 @@
 "one bug, one component"): every non-crash bug graded on every component, the points it loses
 in other components split into integration cases (the student's whole stack, allowed) and the
 rest (a component's own tests failing for another's bug), and whether a public test of its own
-component catches it. Target: no non-integration loss, at most 10 integration points per bug.
+component catches it. Targets: at most 4 non-integration points per bug (issue 32: a dependency's
+dropout left on in eval mode also fails the block's dropout tests), at most 10 integration points per bug.
 
     python benchmarks/cross_component.py [--jobs 2] [--json FILE] [BUG ...]
 """
@@ -73,7 +74,8 @@ def main() -> None:
     print(f"\n{len(rows)} bugs; lost outside their own component: integration "
           f"{sum(r['integration'] for r in rows):g}, non-integration {sum(r['other'] for r in rows):g} "
           f"points in all; per bug median {statistics.median(outside):g}, max {max(outside):g}; "
-          f"bugs with a non-integration loss: {sum(r['other'] > 0 for r in rows)}; "
+          f"bugs with a non-integration loss: {sum(r['other'] > 0 for r in rows)}, at most "
+          f"{max(r['other'] for r in rows):g} points; "
           f"with more than 10 integration points: {sum(r['integration'] > 10 for r in rows)}; "
           f"caught by a public test of their own component: {sum(r['public_caught'] for r in rows)}")
     if args.json:
