@@ -3,6 +3,7 @@ every report; and what holds in each (the network, forbidden APIs, the hidden ph
 student's text). docs/grading.md, "Threat model", points here for each.
 """
 import io
+import json
 import os
 import shutil
 import socket
@@ -281,11 +282,13 @@ def test_grading_works_inside_a_user_namespace(tmp_path, submission, uid_map, ex
     assert uid in (range(32768, 65534) if expected == "root" else [0])
 
 
-_REFUSE_NAMESPACES = textwrap.dedent("""\
+_REFUSING = textwrap.dedent("""\
     import ctypes, errno, os, platform, struct, sys
-    arch, unshare = {"x86_64": (0xC000003E, 272), "aarch64": (0xC00000B7, 97)}[platform.machine()]
-    steps = [(0x20, 0, 0, 4), (0x15, 0, 3, arch), (0x20, 0, 0, 0), (0x15, 0, 1, unshare),
-             (0x06, 0, 0, 0x00050000 | errno.EPERM), (0x06, 0, 0, 0x7FFF0000)]
+    arch, calls = {"x86_64": (0xC000003E, CALLS[0]), "aarch64": (0xC00000B7, CALLS[1])}[platform.machine()]
+    n = len(calls)
+    steps = [(0x20, 0, 0, 4), (0x15, 0, n + 1, arch), (0x20, 0, 0, 0),
+             *((0x15, n - i, 0, call) for i, call in enumerate(calls)),
+             (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | errno.EPERM)]
     code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *step) for step in steps))
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
@@ -294,7 +297,13 @@ _REFUSE_NAMESPACES = textwrap.dedent("""\
     assert libc.prctl(22, 2, ctypes.byref(Program(len(steps), ctypes.addressof(code))), 0, 0) == 0
     os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
     """)
+_REFUSE_NAMESPACES = _REFUSING.replace("CALLS", "([272], [97])")
 """Runs python with unshare(2) refused (EPERM), as in a Docker container without CAP_SYS_ADMIN."""
+_REDUCED_ROOT = _REFUSING.replace("CALLS", "([272, 105, 106, 113, 114, 116, 117, 119], "
+                                           "[97, 146, 144, 145, 143, 159, 147, 149])")
+"""Also refuses every call that changes a uid, gid or the groups (setuid, setgid, setreuid, setregid,
+setgroups, setresuid, setresgid): root with a reduced capability set, as Colab's kernel runs (no
+CAP_SYS_ADMIN, no CAP_SETUID), or a container that drops them."""
 
 
 @pytest.mark.sandbox
@@ -321,6 +330,36 @@ def test_where_namespaces_are_refused_root_falls_back_to_setuid_which_says_what_
     assert chosen == "setuid", done.stderr
     # Either it grades (Python readable by the worker's uid, the reference private to root), or it says why.
     assert outcome == "setuid" or "not readable by the worker's uid" in outcome or "chmod -R go=" in outcome
+
+
+@pytest.mark.sandbox
+@AS_ROOT
+def test_reduced_root_checks_in_the_strongest_mode_that_starts_names_it_and_grades_nothing(tmp_path):
+    """Where neither root nor setuid mode starts (Colab, a container without CAP_SYS_ADMIN and CAP_SETUID),
+    `grader check`, whose public tests hide nothing, runs in the strongest mode that does and names it
+    and why; `grader grade` still refuses, with the probes' own errors."""
+    from grader.sandbox.worker import seccomp
+    if not seccomp.supported():
+        pytest.skip("no filter for this architecture")
+    correct, card = ROOT / "examples" / "submissions" / "correct", tmp_path / "card.json"
+    env = {**os.environ, "GRADER_SANDBOX": ""}
+
+    def grader(*args: str) -> subprocess.CompletedProcess:
+        command = ["-m", "grader.cli", *args, "--only", "quiz", str(correct), "--json", str(card)]
+        return subprocess.run([sys.executable, "-c", _REDUCED_ROOT, *command], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=tmp_path)
+
+    checked = grader("check")
+    assert checked.returncode == 0, checked.stderr
+    isolation = json.loads(card.read_text())["sandbox"]
+    assert isolation["mode"] == "plain"
+    assert "('plain' mode: 'setuid' does not start here (the worker's uid" in isolation["summary"]
+    assert "cannot be taken here: Operation not permitted" in checked.stdout
+    card.unlink()
+    graded = grader("grade")
+    assert graded.returncode == 2 and not card.exists()
+    assert "cannot run in 'setuid' mode here: the worker's uid" in graded.stderr
+    assert "'root' mode was refused: unshare: unshare failed: Operation not permitted" in graded.stderr
 
 
 # -- what holds in setuid mode -------------------------------------------------------------------------
