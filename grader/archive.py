@@ -40,6 +40,8 @@ def safe_extract(archive: Path, target: Path, max_bytes: int, max_files: int,
     try:
         with zipfile.ZipFile(archive) as zf:
             members = zf.infolist()
+            for member in members:  # Windows PowerShell 5.1's Compress-Archive writes `\` (APPNOTE: `/`)
+                member.filename = member.filename.replace("\\", "/")
             files = [m for m in members if _regular(m)]
             if len(files) > max_files:
                 raise ArchiveError(f"{Path(archive).name} holds more than {max_files} files")

@@ -8,7 +8,6 @@ import io
 import os
 import queue
 import select
-import sys
 import threading
 import time
 from typing import Any
@@ -155,8 +154,9 @@ def _wait_for(poller: Any, deadline: float) -> None:
 
 
 def channel(to_process: io.RawIOBase, from_process: io.RawIOBase) -> "Channel | PollChannel":
-    """The judge's end of a worker's pipes: PollChannel where pipes can be polled, else Channel."""
-    return (Channel if sys.platform == "win32" else PollChannel)(to_process, from_process)
+    """The judge's end of a worker's pipes: PollChannel where pipes can be polled, else (Windows, whose
+    select module has no poll; the Windows imitation, which takes it away) Channel."""
+    return (PollChannel if hasattr(select, "poll") else Channel)(to_process, from_process)
 
 
 def _wait(results: queue.Queue, deadline: float) -> Any:

@@ -20,6 +20,9 @@ _LOG_TAIL_BYTES = 2000
 
 _WINDOWS_VARIABLES = ("SYSTEMROOT", "PATH")
 """What Python needs of the environment on Windows (SYSTEMROOT: its random numbers; PATH: DLLs)."""
+_WINDOWS_HOMES = ("USERPROFILE", "TEMP", "TMP", "LOCALAPPDATA")
+"""Where Windows programs look for a home and temporary files (os.path.expanduser reads USERPROFILE, not
+HOME; tempfile reads TEMP and TMP; torch's and numpy's caches, LOCALAPPDATA): the worker's home."""
 
 
 
@@ -29,6 +32,7 @@ def environment(area: Path, home: str) -> dict[str, str]:
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if sys.platform == "win32":
         env |= {name: os.environ[name] for name in _WINDOWS_VARIABLES if name in os.environ}
+        env |= dict.fromkeys(_WINDOWS_HOMES, home)
     return env
 
 

@@ -4,8 +4,9 @@ With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows (tests/grader
 - macos: setrlimit(RLIMIT_AS) raises ValueError (as macOS does), and so does setrlimit(RLIMIT_DATA) (macOS
   accepts it, but memory from mmap escapes it, so the grader does not set it off Linux: limits.py), and
   os.sched_getaffinity is gone;
-- windows: the `resource` and `fcntl` modules cannot be imported, and os.killpg, os.setsid and
-  os.sched_getaffinity are gone.
+- windows: the `resource` and `fcntl` modules cannot be imported; os.killpg, os.setsid,
+  os.sched_getaffinity and select.poll are gone (so the judge talks to its workers through the threaded
+  channel, as on Windows).
 subprocess.Popen passes the imitation on (this folder and the variables) to every process it starts,
 the sandbox's workers too, whatever environment they are given. Each imitating interpreter appends
 its pid and command line to GRADER_IMITATE_LOG, so a test can tell that the imitation reached them.
@@ -54,9 +55,12 @@ def _imitate_macos() -> None:
 
 
 def _imitate_windows() -> None:
+    import select
+
     _hide_modules()
     for name in ("killpg", "setsid", "sched_getaffinity"):
         delattr(os, name)
+    del select.poll
 
 
 def _pass_on() -> None:
