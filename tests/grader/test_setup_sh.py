@@ -120,7 +120,8 @@ def test_setup_sh_installs_the_pinned_grader_on_a_released_python_from_any_folde
     for private in (root / "source", root / "source" / "salt", installed.parent / "solutions",
                     installed / "suites" / "hidden"):
         assert private.stat().st_mode & 0o077 == 0, f"{private} is readable by others"
-    assert (installed / "sandbox" / "worker" / "serve.py").stat().st_mode & 0o004  # the worker's own code is not
+    worker_code = installed / "sandbox" / "worker" / "serve.py"
+    assert worker_code.stat().st_mode & 0o004  # the worker's own code is not private
 
 
 def test_an_image_without_python_or_a_package_manager_is_refused_clearly(tmp_path):
