@@ -25,8 +25,8 @@ IGNORE_INDEX = -100
 
 MODEL_DEFAULTS = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256, "max_len": 128, "dropout": 0.0,
                   "norm": "pre", "pos_encoding": "sinusoidal", "activation": "gelu"}
-"""TinyTransformerLM's defaults (docs/spec.md (M1)); tests/grader/test_spec_facts.py checks them against
-the reference's signature."""
+"""TinyTransformerLM's defaults (docs/spec.md (M1)); tests/autograder/judge/test_spec_facts.py checks them
+against the reference's signature."""
 
 
 UNSAFE_FLAG = "--unsafe-no-sandbox"

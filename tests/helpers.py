@@ -6,17 +6,23 @@ and `random_mask(seed, *shape)`: hypothesis draws the seed and the shapes, never
 """
 import shutil
 import zipfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+import nbformat
 import torch
 from hypothesis import strategies as st
 from torch import nn
 
 from grader.instructor import corpus
+from grader.judge import GuardedStudent, run_case
+from grader.results import Result
+from grader.sandbox.client import Sandbox
 from grader.spec import TOLERANCES as GRADER_TOLERANCES
-from grader.spec import Tolerance
+from grader.spec import Tolerance, Visibility
+from grader.suites import Case, Suite
 from grader.suites.strategies import randn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,3 +122,37 @@ def autograder_root(bundle: Path, root: Path, submission: Path) -> Path:
     shutil.copytree(submission, root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "results").mkdir()
     return root
+
+
+def zip_of(folder: Path, target: Path) -> Path:
+    """A zip of `folder`'s files at `target`, named relative to it (as a student zips their work)."""
+    with zipfile.ZipFile(target, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return target
+
+
+def notebook_of(target: Path, files: dict[str, str]) -> Path:
+    """A notebook at `target` with one `%%writefile NAME` cell per file."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(f"%%writefile {name}\n{text}")
+                      for name, text in files.items()]
+    nbformat.write(notebook, target)
+    return target
+
+
+def as_case(fn: Callable, timeout: float = 30.0) -> Case:
+    """A Case of fn, registered as the suites register theirs (under GRADER_SETTINGS)."""
+    suite = Suite("quiz", Visibility.PUBLIC)
+    suite.case(1.0, timeout=timeout)(fn)
+    return suite.cases[0]
+
+
+def run_on_solutions(case: Case, tmp_path: Path, submission: str = "solutions") -> Result:
+    """One case run against a submission of this repository (the reference by default) in a sandbox."""
+    sandbox = Sandbox(ROOT / submission, tmp_path)
+    try:
+        return run_case(case, GuardedStudent(sandbox))
+    finally:
+        sandbox.close()

@@ -46,7 +46,7 @@ LEFT_OUT = (SALT_PATH.as_posix(),)
 CONSTRAINTS = "constraints.txt"
 """The exact version of every package the grader and its tests install (`pip freeze` of README's quick start,
 less the project itself and torch's "+cpu"): README's quick start (so CI) and setup.sh install under it,
-and tests/grader/test_constraints.py fails where the installed set differs."""
+and tests/autograder/instructor/test_constraints.py fails where the installed set differs."""
 UV_VERSION = "0.13.9"
 """The uv that setup.sh installs (with pip) to install Python; its version decides Python's patch release."""
 

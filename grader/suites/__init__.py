@@ -33,7 +33,7 @@ submission gets the same examples every run of one deployment."""
 
 def _local_constants_hook() -> Any:
     """hypothesis's module that draws constants of "local" modules; None for a version that collects
-    none, or one whose internals used here changed (then tests/grader/test_draws.py fails, if local
+    none, or one whose internals used here changed (then tests/autograder/judge/test_draws.py fails, if local
     constants are still drawn)."""
     try:
         from hypothesis.internal.conjecture import providers
@@ -137,8 +137,9 @@ class Suite:
             if hasattr(fn, "hypothesis"):
                 fn = settings(GRADER_SETTINGS, **hypothesis)(fn)
                 # No database, so no key: else hypothesis hashes the test's source at every run (as its
-                # own find() does where there is no database)
-                fn._hypothesis_internal_database_key = None  # tests/grader/test_draws.py checks it is read
+                # own find() does where there is no database); tests/autograder/judge/test_draws.py checks
+                # that hypothesis still reads it
+                fn._hypothesis_internal_database_key = None
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
                                    integration))

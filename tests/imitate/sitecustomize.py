@@ -1,6 +1,7 @@
 """Imitates macOS's or Windows' POSIX gaps in this interpreter and in every one it starts (tests only).
 
-With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows (tests/grader/test_platforms.py):
+With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows
+(tests/autograder/sandbox/test_platforms.py):
 - macos: setrlimit(RLIMIT_AS) raises ValueError (as macOS does), and so does setrlimit(RLIMIT_DATA) (macOS
   accepts it, but memory from mmap escapes it, so the grader does not set it off Linux: limits.py), and
   os.sched_getaffinity is gone;

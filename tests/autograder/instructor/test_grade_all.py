@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_classroom import notebook_of, zip_of
 
 from attacks import stop_sessions
 from grader.instructor.gradebook import HEADER
-from helpers import EXAMPLES, load_bugs
+from helpers import EXAMPLES, load_bugs, notebook_of, zip_of
 
 CORRECT = EXAMPLES / "correct"
 

@@ -1,6 +1,6 @@
 """The docs cite only tests that exist: every `test_...` name in README.md and docs/*.md is a test
-function (or a test file) of tests/, so that a renamed or removed test cannot leave the docs vouching
-for something no test checks."""
+function (or a test file) of tests/, and every path of tests/ they name is there, so that a renamed,
+moved or removed test cannot leave the docs vouching for something no test checks."""
 import re
 
 from helpers import ROOT
@@ -9,6 +9,7 @@ HISTORY = ROOT / "docs" / "performance-history.md"
 """A dated log of what was: it may name tests that have gone with the code they checked."""
 DOCS = [ROOT / "README.md", *sorted(path for path in (ROOT / "docs").glob("*.md") if path != HISTORY)]
 CITED = re.compile(r"\btest_[a-z0-9_]+\b")
+PATHS = re.compile(r"\btests/[\w/]+\.py\b")
 
 
 def _tests() -> set[str]:
@@ -25,3 +26,9 @@ def test_every_test_the_docs_cite_exists():
     missing = {f"{doc.relative_to(ROOT)}: {name}" for doc in DOCS for name in CITED.findall(doc.read_text())
                if name not in known}
     assert not missing, "the docs cite tests that do not exist:\n" + "\n".join(sorted(missing))
+
+
+def test_every_path_of_tests_the_docs_name_exists():
+    missing = {f"{doc.relative_to(ROOT)}: {path}" for doc in DOCS for path in PATHS.findall(doc.read_text())
+               if not (ROOT / path).is_file()}
+    assert not missing, "the docs name test files that do not exist:\n" + "\n".join(sorted(missing))

@@ -3,13 +3,12 @@ carries ../shared/SPEC.md's text, and states the tolerances that grader/spec.py 
 import io
 import re
 import tokenize
-from pathlib import Path
 
 import pytest
 
 from grader import spec
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SPEC_DOC = ROOT / "docs" / "spec.md"
 SOURCE = ROOT.parent / "shared" / "SPEC.md"
 SCANNED = ("grader", "solutions", "exercises", "experiments", "examples", "docs", "README.md")

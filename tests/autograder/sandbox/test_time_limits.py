@@ -7,7 +7,6 @@ import shutil
 import textwrap
 
 import pytest
-from test_grader import as_case, run_on_solutions
 
 from grader.instructor.gradebook import Row, summary
 from grader.instructor.runner import Outcome, VersionMismatch, _graded, grade_jobs, grader_version, pins
@@ -16,7 +15,7 @@ from grader.sandbox.client import Sandbox
 from grader.sandbox.clocks import ASLEEP, CPU, STALLED
 from grader.sandbox.errors import StudentError, WorkerLost
 from grader.spec import Status
-from helpers import EXAMPLES
+from helpers import EXAMPLES, as_case, run_on_solutions
 
 SUBMISSION = textwrap.dedent("""\
     import subprocess

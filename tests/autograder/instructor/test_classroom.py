@@ -3,32 +3,14 @@ packing each as data for a grading process (grader/classroom.py, grader/runner.p
 import os
 import shutil
 import zipfile
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from grader.instructor.classroom import ClassError, discover
 from grader.instructor.runner import Empty, payload
-from helpers import EXAMPLES
+from helpers import EXAMPLES, notebook_of, zip_of
 
 CORRECT = EXAMPLES / "correct"
-
-
-def zip_of(folder: Path, target: Path) -> Path:
-    with zipfile.ZipFile(target, "w") as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                archive.write(path, path.relative_to(folder).as_posix())
-    return target
-
-
-def notebook_of(target: Path, files: dict[str, str]) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(f"%%writefile {name}\n{text}")
-                      for name, text in files.items()]
-    nbformat.write(notebook, target)
-    return target
 
 
 def test_a_folder_of_folders_zips_and_notebooks(tmp_path):

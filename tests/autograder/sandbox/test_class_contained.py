@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_classroom import zip_of
 
 from attacks import (
     FORGED_REPLIES,
@@ -41,7 +40,7 @@ from grader.sandbox.modes import mode
 from grader.sandbox.worker.limits import Limits
 from grader.spec import Status
 from grader.submission import MAX_ZIP_BYTES
-from helpers import EXAMPLES
+from helpers import EXAMPLES, zip_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.sandbox, pytest.mark.xdist_group("grade_all"),
               pytest.mark.skipif(mode() != "root" or not {"memory", "pids"} <= cgroup.available(),

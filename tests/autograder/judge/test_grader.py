@@ -3,7 +3,6 @@ and fail closed, a failure names the input of the failing call, and the JSON fol
 import json
 import re
 import resource
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -11,30 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader.cli import main
-from grader.judge import GuardedStudent, judge, run_case
-from grader.results import Result
-from grader.sandbox.client import Sandbox
+from grader.judge import judge
 from grader.sandbox.clocks import Allowance
 from grader.scoring import scorecard
-from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
-from grader.suites import Case, Suite, all_cases
+from grader.spec import COMPONENT_POINTS, COMPONENTS, Status
+from grader.suites import all_cases
 from grader.suites.checks import expect
-from helpers import ROOT
-
-
-def as_case(fn: Callable, timeout: float = 30.0) -> Case:
-    """A Case of fn, registered as the suites register theirs (under GRADER_SETTINGS)."""
-    suite = Suite("quiz", Visibility.PUBLIC)
-    suite.case(1.0, timeout=timeout)(fn)
-    return suite.cases[0]
-
-
-def run_on_solutions(case: Case, tmp_path, submission: str = "solutions") -> Result:
-    sandbox = Sandbox(ROOT / submission, tmp_path)
-    try:
-        return run_case(case, GuardedStudent(sandbox))
-    finally:
-        sandbox.close()
+from helpers import ROOT, as_case, run_on_solutions
 
 
 @pytest.fixture(scope="module")
