@@ -8,6 +8,12 @@ import sys
 from pathlib import Path
 
 from .grading import GradeOptions, parse_components
+from .spec import Status
+
+PROGRESS_MARKS = {Status.PASSED: ".", Status.FAILED: "F", Status.NOT_ATTEMPTED: "-", Status.TIMED_OUT: "T",
+                  Status.STALLED: "S", Status.CRASHED: "C", Status.ERROR: "E"}
+"""What `grader check` and `grader grade` print as each test ends, one mark a status: a stub not written
+yet is "-", not a failure."""
 
 
 def judge_options() -> argparse.ArgumentParser:
@@ -46,7 +52,7 @@ def run_judge(args: argparse.Namespace, path: str, *, public_only: bool, title: 
     from .suites import HiddenTestsMissing
 
     def progress(result) -> None:
-        print("." if result.status == "passed" else "F", end="", file=sys.stderr, flush=True)
+        print(PROGRESS_MARKS[result.status], end="", file=sys.stderr, flush=True)
         if getattr(args, "progress", None):  # what a platform reports if it has to stop the grading
             with open(args.progress, "a") as file:
                 file.write(json.dumps(result.to_json()) + "\n")

@@ -222,3 +222,12 @@ def test_shrinking_out_of_time_reports_the_first_failure(tmp_path):
     assert f"n={first_failure} is too big" in result.message
     assert _input(result.message) == f"n={first_failure}"
     assert calls[-1] == (first_failure, False), "no student call ran after the time ran out"
+
+
+def test_every_status_has_a_progress_mark_of_its_own():
+    """The marks `grader check` prints as tests end tell the statuses apart (a stub is not an F)."""
+    from grader.options import PROGRESS_MARKS
+
+    assert set(PROGRESS_MARKS) == set(Status)
+    assert len(set(PROGRESS_MARKS.values())) == len(Status)
+    assert PROGRESS_MARKS[Status.NOT_ATTEMPTED] != PROGRESS_MARKS[Status.FAILED]
