@@ -24,16 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from attacks import (
-    FORGED_REPLIES,
-    OVERSIZED,
-    blocking_code,
-    contained_code,
-    fresh_marker,
-    reply_code,
-    sent,
-    survivors,
-)
+from attacks import FORGED_REPLIES, OVERSIZED, blocking_code, contained_code, reply_code, sent
+from grader.instructor.hostile import fresh_marker, survivors
 from grader.instructor.runner import MAX_PAYLOAD_BYTES
 from grader.sandbox import cgroup
 from grader.sandbox.modes import mode

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from attacks import call, contained_code, fresh_marker, state, survivors
+from attacks import call, contained_code
 from grader.grading import GradeOptions
+from grader.instructor.hostile import fresh_marker, state, survivors
 from grader.sandbox import cgroup
 from grader.sandbox.client import Sandbox
 from grader.sandbox.errors import StudentError, WorkerLost

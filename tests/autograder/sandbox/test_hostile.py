@@ -20,7 +20,8 @@ from textwrap import indent
 import pytest
 import torch
 
-from attacks import call, escape_code, fresh_marker, state, survivors
+from attacks import call
+from grader.instructor.hostile import escape_code, fresh_marker, state, survivors
 from grader.judge import judge
 from grader.results import Failed, safe_text
 from grader.salt import SALT_FILE

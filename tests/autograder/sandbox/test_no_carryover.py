@@ -26,14 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from attacks import (
-    carryover_marker,
-    carryover_report,
-    carryover_scan_code,
-    raising_code,
-    stop_sessions,
-)
+from attacks import stop_sessions
 from grader.instructor import runner
+from grader.instructor.hostile import carryover_marker, carryover_report, carryover_scan_code, raising_code
 from grader.sandbox import cgroup
 from grader.sandbox.modes import FORKED_MODES, mode
 from helpers import ROOT
