@@ -26,7 +26,9 @@ KERNELS = re.compile(r"attention|multi_head|transformer_encoder_layer|_fused_sdp
 _ALIASES_IN = ("torch.nn", "torch.nn.functional", "torch.nn.modules", "torch.nn.modules.activation",
                "torch.nn.modules.transformer", "torch._C._nn")
 """Where the forbidden functions can be looked up from: every alias in these modules is replaced."""
-_NAMES = frozenset({*CLASSES, *(name.rpartition(".")[2] for name in FUNCTIONS[1:])})
+_NAMES = frozenset({*CLASSES, *(path.rpartition(".")[2] for path in FUNCTIONS)})
+"""Names read as torch's wherever the file does not define them itself (attention.py defines its own
+scaled_dot_product_attention: that is the exercise, and other files import it relatively)."""
 _MEANS = frozenset({"__subclasses__", "_destroy", "_jit_get_operation", "get_objects", "get_referrers"})
 """What finds the originals, or undoes the guards."""
 _PREFIXES = ("_scaled_dot_product", "_native_multi_head", "_transformer_encoder_layer", "_fused_sdp",
@@ -96,29 +98,61 @@ def _full_name(name: str) -> str:
     return next((path for path in FUNCTIONS if path.endswith(f".{name}")), f"torch's {name}")
 
 
+def _own_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names the file binds itself, names bound by its relative imports): neither is torch's, so a
+    forbidden-looking name among them is the exercise's own (its `scaled_dot_product_attention`)."""
+    own: set[str] = set()
+    relative: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.arg):
+            own.add(node.arg)
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            relative.update(alias.asname or alias.name for alias in node.names)
+    return own | relative, relative
+
+
+def _root(node: ast.expr) -> str:
+    """The name an attribute chain starts from ("attention" for attention.scaled_dot_product_attention)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _names_used(node: ast.AST, own: set[str], relative: set[str]) -> list[str]:
+    """The names `node` reaches that may be torch's: not the file's own, nor through its relative imports."""
+    if isinstance(node, ast.Attribute):
+        return [] if _root(node.value) in relative else [node.attr]
+    if isinstance(node, ast.ImportFrom):
+        return [] if node.level else [alias.name for alias in node.names]
+    if isinstance(node, ast.Import):
+        return [part for alias in node.names for part in alias.name.split(".")]
+    if isinstance(node, ast.Name) and node.id not in own:
+        return [node.id]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value not in own:
+        return [node.value]  # getattr(nn, "MultiheadAttention")
+    return []
+
+
 def static_problem(source: str) -> str:
     """The first forbidden name the source uses, as "line N: uses NAME" ("" if none, or if it does not
-    parse: importing it says so)."""
+    parse: importing it says so). A name the file defines itself, or imports relatively, is its own."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return ""
+    own, relative = _own_names(tree)
     for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Attribute):
-            names.append(node.attr)
-            if node.attr in _OF_TORCH and isinstance(node.value, ast.Name) and node.value.id == "torch":
-                return f"line {node.lineno}: uses torch.{node.attr}, {_AROUND}"
-        elif isinstance(node, ast.alias):
-            names += node.name.split(".")
-        elif isinstance(node, ast.Name):
-            names.append(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.append(node.value)  # getattr(nn, "MultiheadAttention")
+        if isinstance(node, ast.Attribute) and node.attr in _OF_TORCH and isinstance(node.value, ast.Name) \
+                and node.value.id == "torch":
+            return f"line {node.lineno}: uses torch.{node.attr}, {_AROUND}"
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("torch.ops", "torch._C",
                                                                                "torch.library")):
             return f"line {node.lineno}: imports {node.module}, {_AROUND}"
-        for name in names:
+        for name in _names_used(node, own, relative):
             if name in _MEANS:
                 return f"line {getattr(node, 'lineno', 0)}: uses {name}, {_AROUND}"
             if _forbidden_name(name):
