@@ -8,8 +8,10 @@ from ..options import grade_options, judge_options, run_judge
 from ..results import safe_text
 from ..spec import BUDGETS, UNSAFE_FLAG
 from ..stubs import EditedStubs, release_stubs
+from .authoring import add_authoring_commands
 from .corpus import DEFAULT as DEFAULT_CORPUS
 from .gradescope import DEFAULT_HIDDEN_VISIBILITY, DEFAULT_TIMEOUT, VISIBILITIES
+from .rehearse_class import LAYOUTS, REHEARSAL
 
 
 def _refused_time_limit(args: argparse.Namespace, command: str) -> bool:
@@ -80,6 +82,23 @@ def _audit(args: argparse.Namespace) -> int:
         return 130
     print(table(catches))
     return 0
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    from .cluster import ClusterError
+    from .rehearse import Deployment, rehearse, table
+    from .runner import default_workers
+
+    try:
+        deployment = Deployment(args.jobs or default_workers(), args.scheduler, _security(args),
+                                Path(args.bundle) if args.bundle else None)
+        checks = rehearse(Path(args.out), deployment, layout=args.lms, quick=args.quick, size=args.size)
+    except (ClusterError, OSError) as error:  # OSError: a scheduler out of reach
+        print(f"grader rehearse: {safe_text(str(error))}", file=sys.stderr)
+        return 2
+    print(table(checks))
+    print(f"wrote {Path(args.out) / 'rehearsal.md'}")
+    return 1 if any(check.passed is False for check in checks) else 0
 
 
 def _release_stubs(args: argparse.Namespace) -> int:
@@ -170,6 +189,7 @@ def _unsafe_option(command: argparse.ArgumentParser) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Add the instructors' commands to the `grader` command line."""
+    add_authoring_commands(commands)
     judged = judge_options()
     grade = commands.add_parser("grade", parents=[judged], help="grade a submission (directory, zip or "
                                 "notebook) with the hidden tests")
@@ -200,7 +220,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--corpus", default=str(DEFAULT_CORPUS), metavar="FILE",
                        help="a bug corpus (default: examples/submissions/bugs.py)")
     audit.set_defaults(run=_audit)
-    for command in (grade_all, audit):
+    rehearse = commands.add_parser("rehearse", help="grade a synthetic class through this deployment and "
+                                   "check it end to end, before the students submit")
+    rehearse.add_argument("--out", default=REHEARSAL, metavar="DIR",
+                          help=f"the class, its grades and rehearsal.md (default: {REHEARSAL})")
+    rehearse.add_argument("--quick", action="store_true",
+                          help="a sample of the class: a first look in minutes")
+    rehearse.add_argument("--size", type=int, metavar="N",
+                          help="N students (the bugs again under fresh names)")
+    rehearse.add_argument("--lms", choices=LAYOUTS, default=LAYOUTS[0],
+                          help=f"the export (and roster) the class comes as (default: {LAYOUTS[0]})")
+    rehearse.add_argument("--bundle", metavar="ZIP", help="grade each submission through this Gradescope "
+                                                          "bundle's run_autograder (grader autograder)")
+    rehearse.set_defaults(run=_rehearse)
+    for command in (grade_all, audit, rehearse):
         command.add_argument("--jobs", type=int, metavar="N", help="gradings at once here (default: cores)")
         command.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                              help="grade on this Dask cluster (its workers have the grader installed)")
