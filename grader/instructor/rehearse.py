@@ -231,7 +231,7 @@ def _from_results(results: dict) -> Graded:
 
 
 def _lost(graded: Graded, component: str, *, outside: bool = False) -> list[tuple]:
-    """The tests `graded` did not pass in `component` (or outside it): (key, (status, score, max, message))."""
+    """The tests not passed in `component` (or outside it): (key, (status, score, max, message))."""
     return [
         (key, test)
         for key, test in graded.tests.items()
