@@ -306,8 +306,13 @@ def _alone(klass: Class, graded: dict[str, Graded]) -> Check:
     with closing(grade_jobs(jobs, 1)) as results:
         for index, result in results:
             card = result.get("card") or {"tests": []}
-            alone = {(t["component"], t["name"]): (t["status"], t["score"]) for t in card["tests"]}
-            inside = {key: test[:2] for key, test in graded[sample[index].student].tests.items()}
+            alone = {
+                (t["component"], t["name"]): (t["status"] == Status.PASSED, t["score"]) for t in card["tests"]
+            }
+            inside = {
+                key: (test[0] == Status.PASSED, test[1])
+                for key, test in graded[sample[index].student].tests.items()
+            }
             if alone != inside:
                 keys = sorted(k for k in alone.keys() | inside.keys() if alone.get(k) != inside.get(k))
                 differ.append(f"{sample[index].student}: {', '.join('/'.join(k) for k in keys[:3])}")
@@ -356,15 +361,22 @@ def _hostile(klass: Class, graded: dict[str, Graded]) -> list[Check]:
 
 
 def _broken(klass: Class, graded: dict[str, Graded]) -> Check:
+    """Broken files cost their own row: not graded, 0, with the reason (empty or unreadable: the bundle
+    tells the student which in words, not by status)."""
+    expected = [s for s in klass.students if s.status != "graded"]
+    said = {s.kind: _said(graded.get(s.student)) for s in expected}
     wrong = [
-        f"{s.kind}: {_said(graded.get(s.student))} (expected {s.status})"
-        for s in klass.students
-        if s.status != "graded" and (graded.get(s.student) is None or graded[s.student].status != s.status)
+        s.kind
+        for s in expected
+        if s.student not in graded
+        or graded[s.student].total != 0.0
+        or graded[s.student].status not in ("empty", "unreadable")
     ]
     return Check(
-        "broken files: each its own status, 0",
+        "broken files: not graded, 0",
         not wrong,
-        "; ".join(wrong) or "the empty zip is empty, the corrupt one unreadable, both 0",
+        "; ".join(f"{kind}: {text}" for kind, text in said.items())
+        + (f" (wrong: {', '.join(wrong)})" if wrong else ""),
     )
 
 
