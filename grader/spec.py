@@ -5,6 +5,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from .points import COMPONENT_POINTS as POINTS
+
 COMPONENTS = ("attention", "positional", "feedforward", "block", "model", "trainer", "analysis", "quiz")
 DEPENDS = {
     "attention": ("positional",),
@@ -13,9 +15,13 @@ DEPENDS = {
     "analysis": ("model",),
 }
 """What each component's tests also run of the student's code (for the 'fix X first' notes)."""
-COMPONENT_POINTS = {"attention": 20, "positional": 15, "feedforward": 8, "block": 14, "model": 15,
-                    "trainer": 15, "analysis": 8, "quiz": 5}
-"""Each component's share of the grade (public and hidden tests together; 100 in all)."""
+COMPONENT_POINTS = POINTS
+"""Each component's points: the sum of its tests' `@suite.case(points)` values, which `grader generate`
+writes to grader/points.py (the student release has no hidden suites to sum)."""
+FIXED_TOTAL: float | None = None
+"""A component's points are the sum of its tests' (grader/points.py, generated); the total is what they sum
+to. A course that wants a fixed total sets it here: `grader generate` then refuses any other, naming the
+components whose points moved."""
 
 POS_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
 NORMS = ("pre", "post")

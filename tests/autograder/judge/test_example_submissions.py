@@ -20,7 +20,7 @@ CRASHES = [b for b in bugs.BUGS if b.crash]
 
 
 def load(directory: Path) -> SimpleNamespace:
-    """All eight modules of a submission directory, imported as a fresh package."""
+    """Every component's module of a submission directory, imported as a fresh package."""
     package = import_package(directory, f"example_sub_{directory.name}_{uuid.uuid4().hex[:8]}")
     return SimpleNamespace(**{name: import_module(package, name) for name in MODULES})
 
@@ -254,7 +254,18 @@ def check_quiz(sub, ref):
     assert sub.quiz.ANSWERS == ref.quiz.ANSWERS
 
 
-CHECKS = {name: globals()[f"check_{name}"] for name in MODULES}
+def check_names(sub, ref):
+    """A component without a check of its own (a new one, docs/authoring.md): the same public names."""
+    def public(module):
+        return {name for name in vars(module) if not name.startswith("_")}
+    assert public(sub) >= public(ref) - {"annotations"}
+
+
+CHECKS = {name: globals().get(f"check_{name}", lambda sub, ref, n=name: check_names(getattr(sub, n),
+                                                                                     getattr(ref, n)))
+          for name in MODULES}
+"""Each component's comparison of correct/ with the reference; a new component gets check_names until it
+has a check_<name> of its own."""
 
 
 # ------------------------------------------------------------------ tests

@@ -4,7 +4,7 @@ import pytest
 
 from grader.judge import judge
 from grader.scoring import scorecard
-from grader.spec import Status
+from grader.spec import COMPONENT_POINTS, Status
 from grader.suites import all_cases
 from helpers import EXAMPLES, load_bugs
 
@@ -33,7 +33,7 @@ def test_hidden_only_bugs_exist():
 def test_the_correct_alternative_gets_full_marks():
     card = scorecard(judge(EXAMPLES / "correct"))
     failed = [f"{r.name}: {r.message}" for r in card.tests if r.status is not Status.PASSED]
-    assert not failed and card.score == 100
+    assert not failed and card.score == card.max_score == sum(COMPONENT_POINTS.values())
 
 
 @pytest.mark.parametrize("bug", _params(crash=False))

@@ -6,7 +6,8 @@ import torch
 
 from grader.cli import main
 from grader.sandbox.worker.loader import import_module, import_package
-from grader.stubs import EditedStubs, StubError, release_stubs, stale_stubs, stub_source
+from grader.spec import COMPONENTS
+from grader.stubs import BEGIN, EditedStubs, StubError, is_edited, release_stubs, stale_stubs, stub_source
 from helpers import ROOT
 
 
@@ -111,8 +112,21 @@ CALLS = {
 }
 
 
+"""Calls that must raise NotImplementedError in a component's stub: each listed component's, on top of what
+test_every_component_has_a_stub_that_withholds_its_solution checks of every component."""
+
+
+@pytest.mark.parametrize("module", COMPONENTS)
+def test_every_component_has_a_stub_that_withholds_its_solution(module):
+    stub, solution = ROOT / "exercises" / f"{module}.py", ROOT / "solutions" / f"{module}.py"
+    assert stub.is_file() and not is_edited(stub.read_text()), f"run `grader release-stubs` for {module}"
+    assert BEGIN in solution.read_text() and stub_source(solution.read_text()) != solution.read_text(), (
+        f"solutions/{module}.py marks no `{BEGIN}` block: its stub would be the answer")
+
+
 @pytest.mark.parametrize("module", sorted(CALLS))
 def test_every_exercise_raises_not_implemented(exercises, module):
+    assert module in COMPONENTS
     stubbed = import_module(exercises, module)
     for call in CALLS[module]:
         with pytest.raises(NotImplementedError):
@@ -125,7 +139,7 @@ def test_the_quiz_stub_has_no_answers(exercises):
 
 def test_stubs_keep_signatures_and_docstrings(exercises):
     solutions = import_package(ROOT / "solutions", "solutions_under_test")
-    for module in CALLS:
+    for module in COMPONENTS:
         ours, theirs = import_module(solutions, module), import_module(exercises, module)
         for name, obj in vars(ours).items():
             if inspect.isfunction(obj) and obj.__module__ == ours.__name__:
