@@ -36,6 +36,8 @@ PROJECTED = (100, 300, 1000)
 """Class sizes the time per submission is projected to."""
 SCRATCH = ("grade-job-", "grade-all-", "submission-", "grader-", "gradescope-", "sandbox-")
 """The prefixes of the scratch folders a grading makes in the temporary folder (runner, grading, client)."""
+RESULTS = ".results.json"
+"""Each student's Gradescope results.json in DIR/grades, through the bundle."""
 SETTLE_SECONDS = 3.0
 """How long a leftover must stay to count: a folder another grading on the host is still using goes."""
 
@@ -66,7 +68,8 @@ class Check:
 
 @dataclass
 class Graded:
-    """What the deployment made of one student: status, total, and each test's (status, score, message)."""
+    """What the deployment made of one student: status, total, each test's (status, score, points, message),
+    and the sandbox mode its card names (none through the bundle: its results.json does not say)."""
 
     status: str
     total: float | None
@@ -188,20 +191,16 @@ def _gradebook(out: Path) -> dict[str, Graded]:
 
 def _through_bundle(klass: Class, out: Path, bundle: Path) -> dict[str, Graded]:
     """Each submission through the bundle as Gradescope runs it: /autograder laid out in a scratch folder
-    (the bundle in source/, the student's upload in submission/), run_autograder, its results.json."""
-    graded = {}
-    for student in klass.students:
+    (the bundle in source/, the student's upload in submission/), run_autograder, its results.json kept
+    in `out`. Gradescope grades what is submitted: the late round runs only the late students."""
+    out.mkdir(parents=True, exist_ok=True)
+    for student in klass.late or klass.students:
         with tempfile.TemporaryDirectory(prefix="rehearse-root-") as scratch:
             root = Path(scratch)
             with zipfile.ZipFile(bundle) as archive:
                 archive.extractall(root / "source")
             shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
-            upload = root / "submission"
-            if student.source.is_dir():
-                shutil.copytree(student.source, upload)
-            else:
-                upload.mkdir()
-                shutil.copy(student.source, upload)
+            _upload(student.source, root / "submission")
             env = {
                 **os.environ,
                 "AUTOGRADER_ROOT": str(root),
@@ -210,10 +209,20 @@ def _through_bundle(klass: Class, out: Path, bundle: Path) -> dict[str, Graded]:
             subprocess.run(
                 ["bash", str(root / "run_autograder")], cwd=root, env=env, capture_output=True, timeout=3600
             )
-            results = json.loads((root / "results" / "results.json").read_text())
-        graded[student.student] = _from_results(results)
-        write_atomic(out / f"{student.student}.results.json", json.dumps(results, indent=1) + "\n")
-    return graded
+            shutil.copy(root / "results" / "results.json", out / f"{student.student}{RESULTS}")
+    return {
+        path.name.removesuffix(RESULTS): _from_results(json.loads(path.read_text()))
+        for path in out.glob(f"*{RESULTS}")
+    }
+
+
+def _upload(source: Path, submission: Path) -> None:
+    """Gradescope's submission/ folder: the student's files, or the one zip or notebook they uploaded."""
+    if source.is_dir():
+        shutil.copytree(source, submission)
+    else:
+        submission.mkdir()
+        shutil.copy(source, submission)
 
 
 def _from_results(results: dict) -> Graded:
@@ -254,9 +263,8 @@ def _correct(klass: Class, graded: dict[str, Graded]) -> Check:
         "correct work: full marks",
         not wrong,
         "; ".join(wrong)
-        or f"{len(expected)} correct submissions (folder, zip, nested, __MACOSX, "
-        "Windows zip, notebook, reference, resubmitted; the lone file its "
-        "component's points) got them",
+        or f"{len(expected)} correct submissions (folder, zip, nested, __MACOSX, Windows zip, notebook, "
+        "reference; the lone file its component's points) got them",
     )
 
 
@@ -446,8 +454,11 @@ def _late(klass: Class, out: Path, deployment: Deployment, before: dict) -> Chec
 
 
 def _state(out: Path, deployment: Deployment) -> dict:
-    if deployment.bundle:
-        return {path.name: path.read_text() for path in out.glob("*.results.json")}
+    if deployment.bundle:  # what was graded: results.json less its execution time
+        return {
+            path.name: {**json.loads(path.read_text()), "execution_time": 0}
+            for path in out.glob(f"*{RESULTS}")
+        }
     return json.loads((out / STATE).read_text()) if (out / STATE).is_file() else {}
 
 
@@ -522,28 +533,6 @@ def _clean(before: dict[str, dict], deployment: Deployment, marker: str) -> Chec
     )
 
 
-@dataclass
-class Timing:
-    """The class's figures: wall time, CPU time (None where the gradings ran on other hosts' judges)."""
-
-    submissions: int
-    wall: float
-    cpu: float | None
-    workers: int
-
-    def lines(self) -> list[str]:
-        per = self.wall / max(1, self.submissions)
-        cpu = (
-            f"{self.cpu / self.submissions:.1f} s of this machine's CPU (all its load)"
-            if self.cpu is not None
-            else "CPU not measured (it was spent on the cluster's hosts)"
-        )
-        return [
-            f"{self.submissions} submissions in {self.wall:.0f} s with {self.workers} at a time: "
-            f"{per:.1f} s of wall time and {cpu} per submission"
-        ] + [f"a class of {n}: about {n * per / 60:.0f} min on this deployment" for n in PROJECTED]
-
-
 def machine_cpu() -> float:
     """CPU seconds this machine has spent busy since boot, all processes (/proc/stat): a grading's
     processes are reaped by others (the judge's fork server), so no rusage of ours counts them."""
@@ -551,14 +540,26 @@ def machine_cpu() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
-def _timing(klass: Class, wall: float, cpu: float | None, deployment: Deployment) -> Check:
-    timing = Timing(len(klass.students), wall, cpu, deployment.workers)
-    return Check("time per submission", True, "; ".join(timing.lines()))
+def _timing(submissions: int, wall: float, cpu: float | None, where: str) -> Check:
+    """The time per submission, and the projection for PROJECTED class sizes on this deployment."""
+    per = wall / max(1, submissions)
+    spent = (
+        f"{cpu / submissions:.1f} s of this machine's CPU (all its load)"
+        if cpu is not None
+        else "CPU not measured (spent on the cluster's hosts)"
+    )
+    lines = [
+        f"{submissions} submissions in {wall:.0f} s ({where}): {per:.1f} s of wall time and {spent} per "
+        "submission",
+        *(f"a class of {n}: about {n * per / 60:.0f} min" for n in PROJECTED),
+    ]
+    return Check("time per submission", True, "; ".join(lines))
 
 
 def rehearse_class(klass: Class, out: Path, deployment: Deployment) -> list[Check]:
     """Grade `klass` through the deployment into out/grades, then its late round; every check."""
     grades = out / "grades"
+    shutil.rmtree(grades, ignore_errors=True)  # a rehearsal grades everything: its figures are the class's
     marker = next((s.marker for s in klass.students if s.kind == "escaping processes"), "")
     before = _probes(deployment, marker)
     cpu, start = machine_cpu(), time.monotonic()
@@ -576,10 +577,18 @@ def rehearse_class(klass: Class, out: Path, deployment: Deployment) -> list[Chec
             _broken(klass, graded),
             _lms(klass, grades, graded, code),
             _late(klass, grades, deployment, _state(grades, deployment)),
-            _timing(klass, wall, None if deployment.scheduler else here_cpu, deployment),
+            _timing(
+                len(klass.students), wall, None if deployment.scheduler else here_cpu, _where(deployment)
+            ),
         ]
     checks.append(_clean(before, deployment, marker))
     return checks
+
+
+def _where(deployment: Deployment) -> str:
+    if deployment.bundle:
+        return "the Gradescope bundle, one submission at a time"
+    return f"on {deployment.scheduler}" if deployment.scheduler else f"{deployment.workers} at a time here"
 
 
 def table(checks: list[Check]) -> str:
@@ -595,14 +604,9 @@ def rehearse(
     out = Path(out)
     klass = build(out, layout, quick=quick, size=size)
     checks = rehearse_class(klass, out, deployment)
-    path = (
-        "the Gradescope bundle"
-        if deployment.bundle
-        else (deployment.scheduler or f"{deployment.workers} here")
-    )
     write_atomic(
         out / "rehearsal.md",
-        f"# Rehearsal: {len(klass.students)} students, {layout} export, graded "
-        f"through {path}\n\n{table(checks)}\n",
+        f"# Rehearsal: {len(klass.students)} students, {layout} export, graded {_where(deployment)}\n\n"
+        f"{table(checks)}\n",
     )
     return checks
