@@ -254,18 +254,16 @@ def check_quiz(sub, ref):
     assert sub.quiz.ANSWERS == ref.quiz.ANSWERS
 
 
-def check_names(sub, ref):
-    """A component without a check of its own (a new one, docs/authoring.md): the same public names."""
-    def public(module):
-        return {name for name in vars(module) if not name.startswith("_")}
-    assert public(sub) >= public(ref) - {"annotations"}
+CHECKS = {name: globals()[f"check_{name}"] for name in MODULES if f"check_{name}" in globals()}
+"""Each component's comparison of correct/ with the reference, in this process. A new component has none
+until its author writes check_<name> (docs/authoring.md): its tests say so, and its bugs are still graded
+by test_grade_examples and `grader selftest`."""
 
 
-CHECKS = {name: globals().get(f"check_{name}", lambda sub, ref, n=name: check_names(getattr(sub, n),
-                                                                                     getattr(ref, n)))
-          for name in MODULES}
-"""Each component's comparison of correct/ with the reference; a new component gets check_names until it
-has a check_<name> of its own."""
+def _check(component: str):
+    if component not in CHECKS:
+        pytest.skip(f"no check_{component} in this file yet (docs/authoring.md, 'A new component')")
+    return CHECKS[component]
 
 
 # ------------------------------------------------------------------ tests
@@ -282,7 +280,7 @@ def materialized(tmp_path_factory):
 
 @pytest.mark.parametrize("component", MODULES)
 def test_correct_submission_matches_reference(correct, component):
-    CHECKS[component](correct, REF)
+    _check(component)(correct, REF)
 
 
 def test_correct_submission_calls_no_builtin_attention():
@@ -331,4 +329,4 @@ def test_bug_is_caught_by_its_component(bug, materialized):
     sub = load(materialized[bug.name])
     # Any exception counts: a bug shows as a failed comparison or as an error (a shape mismatch, ...).
     with pytest.raises(Exception):  # noqa: B017
-        CHECKS[bug.component](sub, REF)
+        _check(bug.component)(sub, REF)
