@@ -37,7 +37,7 @@ from grader.results import Result
 from grader.salt import deployment_salt
 from grader.sandbox.modes import mode
 from grader.scoring import scorecard
-from grader.spec import COMPONENTS, Status
+from grader.spec import COMPONENT_POINTS, COMPONENTS, Status
 from grader.suites import Case, all_cases
 from helpers import ROOT, autograder_root
 
@@ -137,7 +137,7 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path, capsys: py
 def test_the_reference_scores_100_with_public_tests_visible_and_hidden_ones_after_published(
         bundle: Path, tmp_path: Path):
     payload = run_autograder(autograder_root(bundle, tmp_path, ROOT / "solutions"))
-    assert payload["score"] == 100
+    assert payload["score"] == sum(COMPONENT_POINTS.values())
     assert {test["name"]: test["visibility"] for test in payload["tests"]} == _expected_visibility()
     assert all(test["status"] == "passed" and test["score"] == test["max_score"] for test in payload["tests"])
     assert (payload["output_format"], payload["visibility"], payload["stdout_visibility"]) == (
