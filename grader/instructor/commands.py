@@ -189,7 +189,6 @@ def _unsafe_option(command: argparse.ArgumentParser) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Add the instructors' commands to the `grader` command line."""
-    add_authoring_commands(commands)
     judged = judge_options()
     grade = commands.add_parser("grade", parents=[judged], help="grade a submission (directory, zip or "
                                 "notebook) with the hidden tests")
@@ -274,3 +273,4 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     salt.add_argument("file", nargs="?", metavar="FILE", help="where to export it, or what to restore")
     salt.add_argument("--force", action="store_true", help="restore over another salt (regrades everyone)")
     salt.set_defaults(run=_salt)
+    add_authoring_commands(commands)
