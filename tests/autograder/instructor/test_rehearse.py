@@ -36,15 +36,20 @@ def test_the_class_reads_back_in_each_export_as_the_class_it_is(tmp_path, layout
         assert all(s.user in roster for s in klass.students) and klass.absent in roster
 
 
-def test_a_bug_may_cost_a_component_built_on_its_own_only_where_the_grader_says_so():
-    bug = load_bugs().BY_NAME["sinusoidal_sin_cos_swapped"]
-    said, note = "sin and cos are swapped", "x (note: model runs your positional)"
-    noted = Graded("graded", 90.0, {("positional", "a"): ("failed", 0.0, 2.0, said),
-                                    ("model", "b"): ("failed", 0.0, 2.0, note)})
-    assert _bug_problem(bug, noted) == ""
-    silent = Graded("graded", 90.0, {("positional", "a"): ("failed", 0.0, 2.0, said),
-                                     ("model", "b"): ("failed", 0.0, 2.0, "wrong logits")})
-    assert "2 points lost outside positional" in _bug_problem(bug, silent)
+def test_a_bug_may_cost_a_few_points_outside_its_component_a_crash_what_imports_it():
+    bugs = load_bugs().BY_NAME
+    said = "sin and cos are swapped"
+
+    def graded(outside: float) -> Graded:
+        return Graded("graded", 90.0, {("positional", "a"): ("failed", 0.0, 2.0, said),
+                                       ("model", "b"): ("failed", 0.0, outside, "wrong logits")})
+
+    assert _bug_problem(bugs["sinusoidal_sin_cos_swapped"], graded(2.0)) == ""
+    assert "5 other points lost outside positional" in _bug_problem(bugs["sinusoidal_sin_cos_swapped"],
+                                                                    graded(5.0))
+    crash = Graded("graded", 60.0, {("block", "a"): ("failed", 0.0, 2.0, "cannot import name"),
+                                    ("model", "b"): ("failed", 0.0, 20.0, "block.py cannot be imported")})
+    assert _bug_problem(bugs["import_time_error"], crash) == ""  # what imports block.py goes with it
 
 
 def _verdicts(checks) -> dict[str, bool | None]:
