@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import settings
+from tqdm import tqdm
 
 from grader.sandbox.modes import mode
 from helpers import DTYPES
@@ -17,6 +18,11 @@ from helpers import DTYPES
 # One salt for every run of the suite (and the graders it starts), whatever the machine's own
 # salt: what the tests assert the hidden tests catch must not depend on it.
 os.environ.setdefault("GRADER_SALT", "tests")
+
+# tqdm (grade-all's progress, copydetect's) starts a monitor thread, which would outlive its test: a
+# later grading in the same test process would then launch its template rather than fork it (no fork
+# with another thread alive: template_client.forks_template), and the forked variants would skip.
+tqdm.monitor_interval = 0
 
 # Every tensor here is tiny: a second intra-op thread only adds synchronisation, and on a busy
 # 2-core machine it makes runs several times slower (measured: test_model.py 50 s vs 21 s).
