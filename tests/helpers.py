@@ -4,9 +4,14 @@ tests/ is on pytest's `pythonpath`). Fixtures and hooks live in conftest.py.
 Seeded tensors come from the grader's own `grader.suites.strategies.randn(seed, *shape, dtype=...)`
 and `random_mask(seed, *shape)`: hypothesis draws the seed and the shapes, never the floats.
 """
+import json
 import shutil
+import subprocess
+import sys
+import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +21,7 @@ import torch
 from hypothesis import strategies as st
 from torch import nn
 
+from attacks import stop_sessions
 from grader.instructor import corpus
 from grader.judge import GuardedStudent, run_case
 from grader.results import Result
@@ -156,3 +162,35 @@ def run_on_solutions(case: Case, tmp_path: Path, submission: str = "solutions") 
         return run_case(case, GuardedStudent(sandbox))
     finally:
         sandbox.close()
+
+
+@contextmanager
+def local_dask_cluster(folder: Path, *, workers: int) -> Iterator[str]:
+    """A real Dask scheduler on a port of 127.0.0.1 it picks and `workers` workers of one thread each, every
+    process in a folder of its own (nothing of the class on their paths) and a session of its own, its log
+    beside it; yields the scheduler's address once the workers are in, and stops them all at the end."""
+    address_file = folder / "scheduler.json"
+    dask = [sys.executable, "-m", "dask"]
+    processes: list[subprocess.Popen] = []
+
+    def start(command: list[str], name: str) -> None:
+        (folder / name).mkdir()
+        processes.append(subprocess.Popen(command, cwd=folder / name, stdout=subprocess.DEVNULL,
+                                          stderr=(folder / f"{name}.log").open("w"), start_new_session=True))
+
+    try:
+        start([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+               "--scheduler-file", str(address_file)], "scheduler")
+        deadline = time.monotonic() + 60
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for name in (f"worker-{number}" for number in range(1, workers + 1)):
+            start([*dask, "worker", "--scheduler-file", str(address_file), "--nthreads", "1", "--no-nanny",
+                   "--no-dashboard", "--local-directory", str(folder / name)], name)
+        address = json.loads(address_file.read_text())["address"]
+        from distributed import Client
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address
+    finally:
+        stop_sessions(processes)

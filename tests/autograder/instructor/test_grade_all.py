@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from attacks import stop_sessions
 from grader.instructor.gradebook import HEADER
 from grader.spec import COMPONENTS
-from helpers import EXAMPLES, load_bugs, notebook_of, zip_of
+from helpers import EXAMPLES, load_bugs, local_dask_cluster, notebook_of, zip_of
 
 CORRECT = EXAMPLES / "correct"
 
@@ -143,35 +142,11 @@ def test_regrade_timed_out_grades_only_those_again_keeping_the_others(graded, cl
     assert rerun.returncode == 0 and to_grade(rerun.stderr) == 0, rerun.stderr
 
 
-def _start(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log.open("w"),
-                            start_new_session=True)
-
-
 @pytest.fixture
 def dask_cluster(tmp_path):
-    """A real scheduler (on a free port it picks) and two workers, each in a folder of its own
-    (nothing of the class on their paths), all killed at the end."""
-    address_file = tmp_path / "scheduler.json"
-    dask = [sys.executable, "-m", "dask"]
-    processes = [_start([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                         "--scheduler-file", str(address_file)], tmp_path, tmp_path / "scheduler.log")]
-    try:
-        deadline = time.monotonic() + 60
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for name in ("worker-1", "worker-2"):
-            (tmp_path / name).mkdir()
-            worker = [*dask, "worker", "--scheduler-file", str(address_file), "--nthreads", "1", "--no-nanny",
-                      "--no-dashboard", "--local-directory", str(tmp_path / name)]
-            processes.append(_start(worker, tmp_path / name, tmp_path / f"{name}.log"))
-        address = json.loads(address_file.read_text())["address"]
-        from distributed import Client
-        with Client(address, timeout="60s") as client:
-            client.wait_for_workers(2, timeout=120)
+    """A real scheduler and two workers (helpers.local_dask_cluster)."""
+    with local_dask_cluster(tmp_path, workers=2) as address:
         yield address
-    finally:
-        stop_sessions(processes)
 
 
 def test_a_dask_cluster_gives_the_same_gradebook(graded, classroom, dask_cluster, tmp_path):

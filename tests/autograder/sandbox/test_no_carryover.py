@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from attacks import stop_sessions
 from grader.instructor import runner
 from grader.instructor.hostile import carryover_marker, carryover_report, carryover_scan_code, raising_code
 from grader.sandbox import cgroup
 from grader.sandbox.modes import FORKED_MODES, mode
-from helpers import ROOT
+from helpers import ROOT, local_dask_cluster
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("grade_all")]
 AS_ROOT = pytest.mark.skipif(mode() != "root", reason=f"grade-all's gradings as root (here: {mode()!r} mode)")
@@ -86,33 +85,10 @@ def test_a_later_student_finds_nothing_of_an_earlier_ones_scorecard_with_two_job
 
 @pytest.fixture
 def dask_worker(tmp_path) -> str:
-    """A real scheduler on a free port of 127.0.0.1 and one worker with one thread (so one judge process
-    grades the class in turn), each in a folder of its own; their sessions killed at the end."""
-    address_file = tmp_path / "scheduler.json"
-    dask = [sys.executable, "-m", "dask"]
-    processes = []
-
-    def start(command: list[str], name: str) -> None:
-        (tmp_path / name).mkdir()
-        log = (tmp_path / f"{name}.log").open("w")
-        processes.append(subprocess.Popen(command, cwd=tmp_path / name, stdout=subprocess.DEVNULL, stderr=log,
-                                          start_new_session=True))
-
-    try:
-        start([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-               "--scheduler-file", str(address_file)], "scheduler")
-        deadline = time.monotonic() + 60
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        start([*dask, "worker", "--scheduler-file", str(address_file), "--nthreads", "1", "--no-nanny",
-               "--no-dashboard", "--local-directory", str(tmp_path / "worker")], "worker")
-        address = json.loads(address_file.read_text())["address"]
-        from distributed import Client
-        with Client(address, timeout="60s") as client:
-            client.wait_for_workers(1, timeout=120)
+    """A real scheduler and one worker with one thread, so that one judge process grades the class in turn
+    (helpers.local_dask_cluster)."""
+    with local_dask_cluster(tmp_path, workers=1) as address:
         yield address
-    finally:
-        stop_sessions(processes)
 
 
 @AS_ROOT
