@@ -135,6 +135,7 @@ def probe(marker: str = "") -> dict:
         "salt": fingerprint(deployment_salt()),
         "mode": sandbox,
         "leftovers": _leftovers(marker),
+        "busy": _busy(),
     }
 
 
@@ -211,9 +212,15 @@ def _through_bundle(klass: Class, out: Path, bundle: Path) -> dict[str, Graded]:
                 "AUTOGRADER_ROOT": str(root),
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             }
-            subprocess.run(
-                ["bash", str(root / "run_autograder")], cwd=root, env=env, capture_output=True, timeout=3600
-            )
+            with open(out / f"{student.student}.log", "w") as log:  # what Gradescope shows staff
+                subprocess.run(
+                    ["bash", str(root / "run_autograder")],
+                    cwd=root,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=3600,
+                )
             shutil.copy(root / "results" / "results.json", out / f"{student.student}{RESULTS}")
     return {
         path.name.removesuffix(RESULTS): _from_results(json.loads(path.read_text()))
@@ -536,27 +543,60 @@ def _new(before: dict[str, dict], after: dict[str, dict], host: str, kind: str) 
 
 
 def _clean(before: dict[str, dict], deployment: Deployment, marker: str) -> Check:
-    """Nothing new left on any host it sees, twice SETTLE_SECONDS apart (what another grading on the host
-    is still using goes meanwhile); what it cannot see is said."""
+    """Nothing new left on any host it sees, twice SETTLE_SECONDS apart. A scratch folder on a host where
+    another grading runs now may be that grading's: those are said, unseen, never passed nor failed."""
     time.sleep(SETTLE_SECONDS)
     first = _probes(deployment, marker)
     time.sleep(SETTLE_SECONDS)
     after = _probes(deployment, marker)
-    left = [
-        f"{host}: {kind} {', '.join(items[:3])}"
-        for host in after
-        for kind in after[host]["leftovers"]
-        if (items := [i for i in _new(before, after, host, kind) if i in _new(before, first, host, kind)])
-    ]
-    scheduler = deployment.scheduler
+    left, doubtful = [], []
+    for host, probed in after.items():
+        for kind in probed["leftovers"]:
+            items = [i for i in _new(before, after, host, kind) if i in _new(before, first, host, kind)]
+            busy = probed["busy"] if kind == "scratch" else []
+            if items:
+                where = f" (gradings under way there: {', '.join(busy[:2])})" if busy else ""
+                (doubtful if busy else left).append(f"{host}: {kind} {', '.join(items[:3])}{where}")
     seen = f"{len(after)} host(s) seen: {', '.join(after)}"
-    unseen = "; not seen: the scheduler's host and any host with no worker now" if scheduler else ""
-    return Check(
-        "nothing left on the hosts",
-        not left,
-        ("; ".join(left) or "no process, scratch folder, control group or SysV IPC object left")
-        + f" ({seen}{unseen})",
-    )
+    if deployment.scheduler:
+        seen += "; not seen: the scheduler's host and any host with no worker now"
+    verdict = False if left else (None if doubtful else True)
+    found = "; ".join(left + doubtful) or "no process, scratch folder, control group or SysV IPC object left"
+    return Check("nothing left on the hosts", verdict, f"{found} ({seen})")
+
+
+def _busy() -> list[str]:
+    """Gradings under way on this host that are not this process's (nor its parents'): a process of the
+    grader's that has a process under a child (an idle judge has its fork server alone)."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:
+        mine.add(pid)
+        pid = int((_lines(Path(f"/proc/{pid}/stat")) or ["0 (x) x 0"])[0].rsplit(")", 1)[1].split()[1])
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        command = _command(entry)
+        if (
+            "grader" in command
+            and int(entry.name) not in mine
+            and any(_children(child) for child in _children(int(entry.name)))
+        ):
+            found.append(f"{entry.name} {command[:60]}")
+    return found
+
+
+def _command(entry: Path) -> str:
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").glob("*")
+        for child in " ".join(_lines(task / "children")).split()
+    ]
 
 
 def machine_cpu() -> float:

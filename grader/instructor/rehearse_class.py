@@ -282,6 +282,11 @@ def resubmit(klass: Class, count: int = 2) -> list[Student]:
             folder = next(klass.export.glob(f"*{student.user}*"))
             shutil.rmtree(folder)
             _folder(files, folder)
-        student.kind, student.bug, student.total = "resubmitted correct", None, MAXIMUM
+        student.kind, student.bug, student.total, student.source = (
+            "resubmitted correct",
+            None,
+            MAXIMUM,
+            EXAMPLE,
+        )
     klass.late = late
     return late
