@@ -489,7 +489,7 @@ def _late(klass: Class, out: Path, deployment: Deployment, before: dict) -> Chec
 def _state(out: Path, deployment: Deployment) -> dict:
     if deployment.bundle:  # what was graded: results.json less its execution time
         return {
-            path.name: {**json.loads(path.read_text()), "execution_time": 0}
+            path.name.removesuffix(RESULTS): {**json.loads(path.read_text()), "execution_time": 0}
             for path in out.glob(f"*{RESULTS}")
         }
     return json.loads((out / STATE).read_text()) if (out / STATE).is_file() else {}
