@@ -2,6 +2,11 @@
 mode), send it requests over its pipes (channel.py) and check each reply (worker/messages.py), time it out
 on its clocks (clocks.py), and kill it and all it started.
 
+A call out of time learns where the student's code was, one way per platform: on POSIX the judge sends
+SIGXCPU once its clock says so; where there is no SIGXCPU (Windows) each request carries its CPU seconds
+(worker/messages.CPU_SECONDS) and the worker's watchdog stops the code once they are used. Either way the
+worker's reply says where, and the judge kills a worker that does not answer within a grace.
+
 A crash, exit, hang or a reply that does not answer its request costs the call that caused it
 (WorkerLost); the sandbox then starts a new worker. The worker's own output goes to its log, a capped
 file, never to the judge.
@@ -27,8 +32,11 @@ from .template_client import Template
 from .uids import worker_gid, worker_uid
 from .worker.jail import Confinement
 from .worker.limits import Limits
-from .worker.messages import GO, READY, TIME_LIMIT, Op, checked
+from .worker.messages import CPU_SECONDS, GO, READY, TIME_LIMIT, Op, checked
 from .worker.protocol import ProtocolError
+
+SIGXCPU = getattr(signal, "SIGXCPU", None)
+"""How the judge stops a worker out of time where the platform has it (POSIX); None: Windows."""
 
 
 class Worker:
@@ -105,6 +113,9 @@ class Worker:
         It may run until the worker's clocks (self.cpu, self.waited) reach these deadlines."""
         self.wait_ready()  # start-up is not charged to the call
         request = {**message, "id": next(self._ids)}
+        if SIGXCPU is None:  # the worker stops itself once they are used (worker/serve.Watchdog)
+            self.cpu = self.cpu_seconds()
+            request[CPU_SECONDS] = max(cpu_deadline - self.cpu, 0.0)
         try:
             self.channel.send(request, time.monotonic() + BUDGETS.worker_start)
             reply = checked(request, self._await(cpu_deadline, waited_deadline))
@@ -118,6 +129,8 @@ class Worker:
             raise WorkerLost(self._death_reason(error)) from None
         if "error" in reply:
             error = reply["error"]
+            if error["type"] == TIME_LIMIT and SIGXCPU is None:  # its watchdog saw it before the judge did
+                raise self._lost(CPU, error)
             message = error["message"]
             if "MemoryError" in error["type"] or "allocate memory" in message.lower():  # torch's, numpy's
                 message = f"out of memory (the limit is {self.memory} a worker): {message}"
@@ -169,21 +182,34 @@ class Worker:
         return before > 0 and sum(scheduled(pids)) == before
 
     def _time_out(self, request: dict, timeout: Timeout) -> WorkerLost:
-        """`request` ran out of time: ask the worker where it is (SIGXCPU makes the student's code raise
-        there), then kill it."""
-        function = where = ""
-        if timeout != STALLED and hasattr(signal, "SIGXCPU"):  # POSIX
-            self._signal(signal.SIGXCPU)
+        """`request` ran out of time: wait a grace for the worker's reply saying where the student's code
+        was (it raises TimeLimit there: on SIGXCPU, or once its watchdog sees the request's CPU seconds
+        used; a sleeping worker's watchdog never does), then kill it."""
+        error = {}
+        if timeout == CPU or (timeout == ASLEEP and SIGXCPU is not None):
             try:
-                grace = BUDGETS.grace * BUDGETS.wall_factor
-                reply = checked(request, self._await(self.cpu + BUDGETS.grace, self.waited + grace))
-                error = reply.get("error")
-                if error and error["type"] == TIME_LIMIT:
-                    function, where = error["function"], error["where"]
+                error = checked(request, self._await(*self._grace(request))).get("error") or {}
             except (OutOfTime, Deadline, EOFError, OSError, ProtocolError):
-                pass  # it did not say (stuck in a C call, or it caught the signal's exception)
+                pass  # it did not say (stuck in a C call, or it caught TimeLimit)
+        return self._lost(timeout, error)
+
+    def _grace(self, request: dict) -> tuple[float, float]:
+        """The deadlines, on the worker's clocks, for its reply once it is out of time (SIGXCPU sent now).
+        The watchdog counts the worker's own CPU: where the judge's clock is the wall clock (no /proc),
+        that lags it by the worker's wait for a CPU, so it gets up to the request's seconds more."""
+        grace = BUDGETS.grace
+        if SIGXCPU is not None:
+            self._signal(SIGXCPU)
+        elif not (PROC or self.group):
+            grace = max(grace, request[CPU_SECONDS])
+        return self.cpu + grace, self.waited + grace * BUDGETS.wall_factor
+
+    def _lost(self, timeout: Timeout, error: dict) -> WorkerLost:
+        """Kill the worker, whose call ran out of time: lost, with where the student's code was if its
+        reply said so (a TIME_LIMIT error)."""
         self.close()
-        return WorkerLost(timeout.value, timeout, function, where)
+        said = error if error.get("type") == TIME_LIMIT else {}
+        return WorkerLost(timeout.value, timeout, said.get("function", ""), said.get("where", ""))
 
     def wait_ready(self) -> None:
         """Block until the worker has imported what it needs (its first message: within

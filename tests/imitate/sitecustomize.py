@@ -6,15 +6,19 @@ With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows
   accepts it, but memory from mmap escapes it, so the grader does not set it off Linux: limits.py), and
   os.sched_getaffinity is gone;
 - windows: the `resource` and `fcntl` modules cannot be imported; os.killpg, os.setsid,
-  os.sched_getaffinity and select.poll are gone (so the judge talks to its workers through the threaded
-  channel, as on Windows).
+  os.sched_getaffinity, select.poll and signal.SIGXCPU are gone (so the judge talks to its workers through
+  the threaded channel, and a worker out of time stops itself, as on Windows), and so is /proc to pathlib
+  (so the judge's clocks are the wall clock, as without /proc; psutil, standing in for its Windows
+  backend, still reads it).
 subprocess.Popen passes the imitation on (this folder and the variables) to every process it starts,
 the sandbox's workers too, whatever environment they are given. Each imitating interpreter appends
 its pid and command line to GRADER_IMITATE_LOG, so a test can tell that the imitation reached them.
-Only an imitation: the platforms' other differences (paths, signals, spawn) are not reproduced.
+Only an imitation: the platforms' other differences (paths, spawn, other signals) are not reproduced.
 """
 import builtins
 import os
+import pathlib
+import signal
 import subprocess
 import sys
 
@@ -55,13 +59,28 @@ def _imitate_macos() -> None:
     del os.sched_getaffinity
 
 
+def _hide_proc() -> None:
+    """pathlib finds no /proc: what the grader reads of it through Path is missing."""
+    def missing(method):
+        def without_proc(self, *args, **kwargs):
+            if self.parts[:2] == ("/", "proc"):
+                raise FileNotFoundError(2, "No such file or directory (no /proc here)", str(self))
+            return method(self, *args, **kwargs)
+        return without_proc
+
+    for name in ("stat", "open", "iterdir"):  # is_file, read_text, ... go through these
+        setattr(pathlib.Path, name, missing(getattr(pathlib.Path, name)))
+
+
 def _imitate_windows() -> None:
     import select
 
     _hide_modules()
+    _hide_proc()
     for name in ("killpg", "setsid", "sched_getaffinity"):
         delattr(os, name)
     del select.poll
+    del signal.SIGXCPU
 
 
 def _pass_on() -> None:

@@ -37,7 +37,12 @@ READY = {"ready": True}
 TOO_MUCH_OUTPUT = "TooMuchOutput"
 """The error type the worker reports when the student's output filled the capped log."""
 TIME_LIMIT = "TimeLimit"
-"""The error type the worker reports when the judge stopped the student's code for time (SIGXCPU)."""
+"""The error type the worker reports when the student's code was stopped for time (SIGXCPU, or
+CPU_SECONDS used up)."""
+CPU_SECONDS = "cpu_seconds"
+"""A field of any request where the judge cannot send SIGXCPU (Windows): the CPU seconds of the worker's
+process it may use; past them the worker's own watchdog stops the student's code with TIME_LIMIT (the
+judge still kills a worker that does not answer)."""
 BLOCKED = "Blocked"
 """The error type of a call that reached a function the judge told the worker to refuse (it hung)."""
 ERROR_FIELDS = {"type": str, "message": str, "where": str, "file": str, "line": int, "function": str}

@@ -10,14 +10,23 @@ and answers with data only (see protocol.py). A request names its target as "mod
 submission, as a method of an object it holds (a handle), or as one of a few torch builders the
 tests use for fixtures (FIXTURES). What docs/spec.md forbids in the exercises (FORBIDDEN) is
 replaced, before the submission is imported, by stand-ins that raise.
+
+A request out of time stops with TimeLimit raised in the student's code, where it was, so that the reply
+says where: on POSIX when the judge sends SIGXCPU; where there is no SIGXCPU (Windows), the judge gives
+each request its CPU seconds (messages.CPU_SECONDS) and the Watchdog raises it once they are used.
 """
+import ctypes
 import errno
 import inspect
 import io
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +37,7 @@ from . import eager
 from .forbidden import forbid
 from .limits import Limits
 from .loader import import_module, import_package
-from .messages import BLOCKED, READY, TIME_LIMIT, TOO_MUCH_OUTPUT, Op, failed, ok
+from .messages import BLOCKED, CPU_SECONDS, READY, TIME_LIMIT, TOO_MUCH_OUTPUT, Op, failed, ok
 from .protocol import PLAIN, Handle, ProtocolError, receive, send
 
 FIXTURES = {
@@ -40,8 +49,10 @@ FIXTURES = {
     "torch.nn.Dropout": torch.nn.Dropout,
 }
 PACKAGE = "submission"
+
+
 class TimeLimit(BaseException):
-    """Raised in the student's code when the judge says its time is up (SIGXCPU): the reply then says
+    """Raised in the student's code when its time is up (SIGXCPU, or the Watchdog): the reply then says
     where it was. A BaseException, so that `except Exception` in the student's code lets it through."""
 
 
@@ -57,6 +68,49 @@ _serving = False
 def _on_time_limit(number: int, frame: Any) -> None:
     if _serving:
         raise TimeLimit("out of time")
+
+
+class Watchdog:
+    """Raises TimeLimit in the serving thread once the process has used a request's CPU seconds, where no
+    SIGXCPU can ask it to (Windows). A thread of its own, since the serving one runs the student's code:
+    the exception is set asynchronously (PyThreadState_SetAsyncExc) and raised at the serving thread's next
+    bytecode, as a signal handler's would be; a C call that never returns is left to the judge's kill."""
+
+    def __init__(self) -> None:
+        self._thread = threading.get_ident()  # the serving one
+        self._lock, self._changed = threading.Lock(), threading.Event()
+        self._until: float | None = None  # process_time() at which the request is out of time
+        threading.Thread(target=self._watch, name="time-limit", daemon=True).start()
+
+    @contextmanager
+    def armed(self, seconds: float | None) -> Iterator[None]:
+        """While the block runs it may use `seconds` of the process's CPU (no limit when None); a
+        TimeLimit still pending at its end is taken back, so that none reaches the code that replies."""
+        with self._lock:
+            self._until = None if seconds is None else time.process_time() + seconds
+        self._changed.set()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._until = None
+                self._set_exception(None)
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                left = None if self._until is None else self._until - time.process_time()
+                if left is not None and left <= 0:
+                    self._until = None
+                    self._set_exception(TimeLimit)
+            # One busy thread's CPU grows no faster than the wall clock: `left` seconds do not overshoot
+            self._changed.wait(None if left is None or left <= 0 else left)
+            self._changed.clear()
+
+    def _set_exception(self, error: type[BaseException] | None) -> None:
+        """Raise `error` in the serving thread at its next bytecode; None takes a pending one back."""
+        pending = ctypes.py_object(error) if error else ctypes.py_object()  # the latter: NULL
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), pending)
 
 
 def _blocked(message: str) -> Any:
@@ -261,8 +315,11 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
     torch.set_num_threads(1)
     eager.manual_seed(0)
     sys.dont_write_bytecode = True
-    if hasattr(signal, "SIGXCPU"):  # not on Windows: there a worker out of time is killed, unasked
+    watchdog = None  # one way of stopping a request out of time per platform
+    if hasattr(signal, "SIGXCPU"):
         signal.signal(signal.SIGXCPU, _on_time_limit)
+    else:  # Windows: the judge gives each request its CPU seconds
+        watchdog = Watchdog()
     session = Session(submission_dir, limits.file_bytes)
     send(replies, READY)
     while True:
@@ -272,7 +329,8 @@ def main(requests: io.RawIOBase, replies: io.RawIOBase, argv: list[str], limits:
             return
         try:
             _serving = True
-            reply = ok(request, session.handle(request))
+            with watchdog.armed(request.get(CPU_SECONDS)) if watchdog else nullcontext():
+                reply = ok(request, session.handle(request))
         except BaseException as error:  # noqa: BLE001 - SystemExit too: it costs one call, not the worker
             _serving = False
             reply = failed(request, session.describe(error))
