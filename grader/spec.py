@@ -105,7 +105,8 @@ class Budgets:
     reset: float = 5.0
     """The worker forgetting a case's objects after it (their __del__ runs then)."""
     grace: float = 0.5
-    """A worker out of time gets this long to say where its code was (SIGXCPU), before it is killed."""
+    """A worker out of time gets this long to say where its code was, before it is killed (SIGXCPU on POSIX;
+    on Windows its own watchdog, the request carrying its CPU seconds)."""
     wall_factor: float = 5.0
     """Each limit above counts the worker's CPU seconds; its wall-clock backstop is this many times
     longer and counts the time waited for the worker while it was not waiting for a CPU (sandbox/clocks.py):
