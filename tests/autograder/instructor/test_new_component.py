@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("new_component")]
 FIXTURE = Path(__file__).resolve().parent / "rmsnorm"
 FILLED = {"solutions/rmsnorm.py": "solution.py", "examples/submissions/correct/rmsnorm.py": "correct.py",
           "grader/suites/public/rmsnorm.py": "public.py", "grader/suites/hidden/rmsnorm.py": "hidden.py",
-          "tests/reference/test_rmsnorm.py": "reference_test.py"}
+          "tests/reference/test_rmsnorm.py": "reference_tests.py"}
 """The skeleton files an author replaces with the component's own (the fixture's files)."""
 EDITED = {
     "examples/submissions/bugs.py": (BUG.format(name="rmsnorm"), '''\
