@@ -27,10 +27,12 @@ from . import hostile
 from .autograder import pinned_versions
 from .grade_all import STATE, UNPLACED, grade_all
 from .lms import Export
-from .rehearse_class import Class, build, resubmit
+from .rehearse_class import HOSTILE_FILE, LAYOUTS, Class, build, resubmit
 from .runner import Job, VersionMismatch, grade_jobs, grader_version, payload, pins
 from .salt_file import fingerprint
 
+HOSTILE = Path(HOSTILE_FILE).stem
+"""The component the hostile submissions' code is in."""
 SAMPLE = 3
 """Students graded again alone, to compare test for test with their grade in the class."""
 PROJECTED = (100, 300, 1000)
@@ -120,7 +122,7 @@ def _lines(path: Path) -> list[str]:
 
 def probe(marker: str = "") -> dict:
     """This host's word (run here, or on each Dask worker): what decides its grades (grader version,
-    pins, the salt's fingerprint, the sandbox mode), and its leftovers."""
+    pins, the salt's fingerprint, the sandbox mode), its leftovers and the gradings under way there."""
     from ..salt import deployment_salt
     from ..sandbox.modes import mode
 
@@ -370,13 +372,13 @@ def _hostile(klass: Class, graded: dict[str, Graded]) -> list[Check]:
         if not student.marker:
             continue
         result = graded.get(student.student)
-        outside = _lost(result, "quiz", outside=True) if result else [("not graded", ())]
+        outside = _lost(result, HOSTILE, outside=True) if result else [("not graded", ())]
         if outside:
-            rows.append(f"{student.kind}: lost {len(outside)} tests outside quiz")
+            rows.append(f"{student.kind}: lost {len(outside)} tests outside {HOSTILE}")
         if student.kind == "later student's scan" and result:
             message = next((test[3] for test in result.tests.values() if "CARRYOVER{" in test[3]), "")
             carry = hostile.carryover_report(message) if message else None
-    evidence = "; ".join(rows) or "the escape, the secret and the scan each cost their quiz only"
+    evidence = "; ".join(rows) or f"the escape, the secret and the scan each cost their {HOSTILE} only"
     checks = [Check("hostile submissions cost only their own row", not rows, evidence)]
     if carry is None:
         checks.append(
@@ -664,7 +666,12 @@ def table(checks: list[Check]) -> str:
 
 
 def rehearse(
-    out: Path, deployment: Deployment, *, layout: str = "canvas", quick: bool = False, size: int | None = None
+    out: Path,
+    deployment: Deployment,
+    *,
+    layout: str = LAYOUTS[0],
+    quick: bool = False,
+    size: int | None = None,
 ) -> list[Check]:
     """Build the class in `out`, grade and check it; write out/rehearsal.md. The checks, in order."""
     out = Path(out)

@@ -253,7 +253,7 @@ def _gradescope(students: list[Student], export: Path) -> None:
     (export / METADATA).write_text(json.dumps(metadata, indent=1))  # JSON is YAML
 
 
-def build(out: Path, layout: str = "canvas", *, quick: bool = False, size: int | None = None) -> Class:
+def build(out: Path, layout: str = LAYOUTS[0], *, quick: bool = False, size: int | None = None) -> Class:
     """The class in `layout`'s export under out/class, its roster out/roster.csv (Canvas, Moodle)."""
     students = material(out / "material", quick=quick, size=size)
     absent = Student(f"s{len(students):04d}", str(5000 + len(students)), "no submission", None)
