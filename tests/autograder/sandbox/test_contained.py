@@ -180,7 +180,8 @@ def _judge_process(template: str, submission: Path, scratch: Path) -> subprocess
 
 
 @ISOLATED
-@pytest.mark.parametrize("template", ["launched", "forked", "runner"])
+@pytest.mark.parametrize("template", [pytest.param("launched", marks=pytest.mark.slow), "forked",
+                                      pytest.param("runner", marks=pytest.mark.slow)])
 def test_nothing_of_a_grading_survives_its_judge_killed_mid_import(tmp_path, template):
     """The judge SIGKILLed while the submission's import hangs, after it started a child and a
     daemon (the OOM killer or grade-all's backstop would): 5 s later none of its processes is left,
