@@ -12,6 +12,7 @@ Importing one is sandbox/loader.py's work.
 import json
 import re
 import stat
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,13 +51,19 @@ def _folders_below(folder: Path, depth: int) -> Iterator[Path]:
                 yield from _folders_below(child, depth - 1)
 
 
-def _package_root(directory: Path, shown: Path) -> Path:
+def _package_root(directory: Path, shown: Path, scratch: Path | None) -> Path:
     """The folder that holds the exercise files: `directory` itself, else the one below it that holds
-    the most of them; SubmissionError, saying what it found, if none or several do."""
+    the most of them, else (given a `scratch` to unpack it in) what its one uploaded zip or notebook
+    holds; SubmissionError, saying what it found, if none or several do."""
     if _exercise_files(directory):
         return directory
     below = _folders_below(directory, SEARCH_DEPTH)
     found = {folder: n for folder in below if (n := _exercise_files(folder))}
+    uploads = [entry for entry in directory.iterdir() if entry.suffix.lower() in (".zip", ".ipynb")
+               and entry.is_file() and not entry.is_symlink()]
+    if not found and len(uploads) == 1 and scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        return unpack(uploads[0], Path(tempfile.mkdtemp(prefix="upload-", dir=scratch)), upload=True)
     if not found:
         raise SubmissionError(f"{shown} holds none of {', '.join(m + '.py' for m in MODULES)}")
     best = [folder for folder, n in found.items() if n == max(found.values())]
@@ -79,13 +86,16 @@ def special_files(folder: Path) -> list[str]:
     return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if special(path))
 
 
-def unpack(path: Path, scratch: Path) -> Path:
-    """The directory holding the submission's .py files; a zip is extracted into `scratch`."""
+def unpack(path: Path, scratch: Path, *, upload: bool = False) -> Path:
+    """The directory holding the submission's .py files; a zip is extracted into `scratch`. A folder (or a
+    zip) that holds no exercise file but one uploaded zip or notebook is that upload (how Gradescope keeps
+    a student who uploaded one file, and how grade-all zips that folder); once: `upload` is such a file,
+    whose own uploads are not looked into (a zip may hold itself)."""
     path = Path(path)
     if not path.exists():
         raise SubmissionError(f"no such file or directory: {path}")
     if path.is_dir():
-        return _package_root(path, path)
+        return _package_root(path, path, None if upload else scratch)
     if not path.is_file():
         raise SubmissionError(f"{path} is not a regular file (a FIFO, a device or a socket): it is not read")
     if zipfile.is_zipfile(path):
@@ -93,7 +103,7 @@ def unpack(path: Path, scratch: Path) -> Path:
             safe_extract(path, scratch, MAX_ZIP_BYTES, MAX_ZIP_FILES)
         except ArchiveError as error:
             raise SubmissionError(str(error)) from error
-        return _package_root(scratch, path)
+        return _package_root(scratch, path, None if upload else scratch)
     if path.suffix == ".ipynb":
         return notebook_files(path, scratch)
     if path.suffix.lower() == ".zip" or _starts_like_a_zip(path):
@@ -136,7 +146,7 @@ def notebook_files(path: Path, scratch: Path) -> Path:
     for name, source in files.items():
         (scratch / name).write_text(source)
     (scratch / CELLS_FILE).write_text(json.dumps(cells))
-    return _package_root(scratch, path)
+    return _package_root(scratch, path, None)
 
 
 def replaced_cells(directory: Path, name: str) -> tuple[int, list[int]] | None:

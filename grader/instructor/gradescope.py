@@ -245,16 +245,6 @@ def not_graded(reason: str, *, unreadable: bool, execution_time: float = 0.0) ->
             "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
 
 
-def _submission(folder: Path) -> Path:
-    """What to grade in Gradescope's submission folder: the folder, or the one zip or notebook it holds
-    when it holds no .py file (a student who uploaded that file alone)."""
-    if folder.is_dir() and not any(folder.rglob("*.py")):
-        uploads = [path for path in folder.iterdir() if path.suffix in (".zip", ".ipynb") and path.is_file()]
-        if len(uploads) == 1:
-            return uploads[0]
-    return folder
-
-
 def _grade(root: Path, only: str | None, start: float) -> dict:
     """Grade root's submission in a child `grader grade`; its results.json."""
     settings = json.loads((root / SETTINGS).read_text())
@@ -263,7 +253,7 @@ def _grade(root: Path, only: str | None, start: float) -> dict:
                                                                          "progress.jsonl"))
         unpacked.mkdir()
         try:
-            directory = unpack(_submission(root / SUBMISSION), unpacked)
+            directory = unpack(root / SUBMISSION, unpacked)  # a lone uploaded zip or notebook too
         except SubmissionError as error:
             return not_graded(str(error), unreadable=True, execution_time=time.monotonic() - start)
         timeout = settings.get("timeout", DEFAULT_TIMEOUT)  # a bundle from before the setting: the default

@@ -17,7 +17,6 @@ from itertools import cycle
 from pathlib import Path
 
 import jsonschema
-import nbformat
 import pytest
 
 from grader.cli import main as grader_main
@@ -26,7 +25,6 @@ from grader.instructor.corpus import load_bugs
 from grader.instructor.gradescope import (
     VISIBILITIES,
     _stopped,
-    _submission,
     listed,
     minimum_timeout,
     not_graded,
@@ -332,14 +330,6 @@ def test_results_json_replaces_whatever_was_planted_at_its_place(tmp_path: Path)
     (target / "inside").mkdir(parents=True)
     write_results({"score": 1.0}, target)
     assert json.loads(target.read_text()) == {"score": 1.0}
-
-
-def test_a_lone_uploaded_notebook_or_zip_is_what_gets_graded(tmp_path: Path):
-    notebook = tmp_path / "lab.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(), notebook)
-    assert _submission(tmp_path) == notebook
-    (tmp_path / "attention.py").write_text("")
-    assert _submission(tmp_path) == tmp_path
 
 
 @pytest.mark.parametrize("document", [

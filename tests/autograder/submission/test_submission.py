@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from grader.submission import CELLS_FILE, SubmissionError, replaced_cells, unpack
+from helpers import EXAMPLES, notebook_of, zip_of
 
 
 def test_a_directory_or_its_single_subfolder(tmp_path: Path):
@@ -122,3 +123,27 @@ def test_the_cells_that_wrote_a_file_are_known_the_last_one_graded(tmp_path: Pat
 def test_writefile_append_appends_as_in_jupyter(tmp_path: Path, flag):
     files = _notebook(tmp_path, "%%writefile attention.py\nA = 1", f"%%writefile {flag} attention.py\nB = 2")
     assert (files / "attention.py").read_text() == "A = 1\nB = 2\n"
+
+
+def test_a_folder_or_zip_holding_one_uploaded_zip_or_notebook_is_that_upload_once(tmp_path):
+    """Gradescope keeps a student who uploaded one zip or notebook as a folder holding that file, and
+    grade-all zips such a folder: either is the upload's files. Once only: an upload's own uploads are not
+    looked into (a zip may hold itself)."""
+
+    folder = tmp_path / "student"
+    folder.mkdir()
+    zip_of(EXAMPLES / "correct", folder / "work.zip")
+    assert (unpack(folder, tmp_path / "a") / "attention.py").is_file()
+    wrapped = zip_of(folder, tmp_path / "wrapped.zip")
+    (tmp_path / "b").mkdir()
+    assert (unpack(wrapped, tmp_path / "b") / "attention.py").is_file()
+    notebook = tmp_path / "notebook"
+    notebook.mkdir()
+    notebook_of(notebook / "lab.ipynb", {"quiz.py": "ANSWERS = {}"})
+    assert (unpack(notebook, tmp_path / "c") / "quiz.py").is_file()
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    zip_of(folder, nested / "again.zip")  # a zip of a folder that holds a zip
+    (tmp_path / "d").mkdir()
+    with pytest.raises(SubmissionError, match="holds none of"):
+        unpack(nested, tmp_path / "d")
