@@ -5,7 +5,7 @@ With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows
 - macos: setrlimit(RLIMIT_AS) raises ValueError (as macOS does), and so does setrlimit(RLIMIT_DATA) (macOS
   accepts it, but memory from mmap escapes it, so the grader does not set it off Linux: limits.py), and
   os.sched_getaffinity is gone;
-- windows: the `resource` and `fcntl` modules cannot be imported; os.killpg, os.setsid,
+- windows: the `resource` and `fcntl` modules cannot be imported; os.fork, os.killpg, os.setsid,
   os.sched_getaffinity, select.poll and signal.SIGXCPU are gone (so the judge talks to its workers through
   the threaded channel, and a worker out of time stops itself, as on Windows), and so is /proc to pathlib
   (so the judge's clocks are the wall clock, as without /proc; psutil, standing in for its Windows
@@ -13,7 +13,8 @@ With this folder on PYTHONPATH and GRADER_IMITATE=macos or windows
 subprocess.Popen passes the imitation on (this folder and the variables) to every process it starts,
 the sandbox's workers too, whatever environment they are given. Each imitating interpreter appends
 its pid and command line to GRADER_IMITATE_LOG, so a test can tell that the imitation reached them.
-Only an imitation: the platforms' other differences (paths, spawn, other signals) are not reproduced.
+Only an imitation: the platforms' other differences (paths, other signals) are not reproduced;
+subprocess still starts programs by fork and exec in C, where Windows has CreateProcess.
 """
 import builtins
 import os
@@ -77,7 +78,7 @@ def _imitate_windows() -> None:
 
     _hide_modules()
     _hide_proc()
-    for name in ("killpg", "setsid", "sched_getaffinity"):
+    for name in ("killpg", "setsid", "sched_getaffinity", "fork"):
         delattr(os, name)
     del select.poll
     del signal.SIGXCPU
