@@ -36,7 +36,7 @@ from .sandbox.worker import eager
 from .sandbox.worker.forbidden import static_problem
 from .sandbox.worker.messages import BLOCKED, TOO_MUCH_OUTPUT, Op
 from .scoring import runs, waiting_for
-from .spec import BUDGETS, COMPONENTS, DEPENDS, NOT_RUN, Status
+from .spec import BUDGETS, COMPONENTS, DEPENDS, IMPORTED_BY, NOT_RUN, Status
 from .stubs import stub_name
 from .student import Student
 from .submission import replaced_cells
@@ -325,7 +325,7 @@ def import_modules(student: GuardedStudent, modules: list[str], timeout_scale: f
                 sandbox.block(origin)
             if origin != module:  # e.g. attention.py, which imports a broken positional.py
                 status, problem = broken[origin]
-                broken[module] = Unimportable(status, f"{problem} ({module}.py imports it)")
+                broken[module] = Unimportable(status, IMPORTED_BY.format(problem=problem, module=module))
         except WorkerLost as error:
             if error.stalled:
                 backstop = limit * BUDGETS.wall_factor * wall_scale

@@ -60,6 +60,9 @@ class Status(StrEnum):
 
 NOT_RUN = "not run (time limit)"
 """How a test the grading had no time left for begins its message (judge's `deadline`)."""
+IMPORTED_BY = "{problem} ({module}.py imports it)"
+"""The message of the tests of a component whose file imports one that cannot be imported: the file at
+fault's problem first, so that grade-all's summary counts it once a student (gradebook.root_cause)."""
 
 
 class Tolerance(NamedTuple):

@@ -3,6 +3,7 @@ component's mean, the per-test failure rates that say what to reteach, who was n
 why, flagged similar code) and its figures, scores.png and failures.png."""
 import csv
 import io
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..results import markdown_text
-from ..spec import COMPONENTS, Status
+from ..spec import COMPONENTS, IMPORTED_BY, Status
 from .runner import Outcome
 from .similarity import Pair
 
@@ -104,24 +105,35 @@ def _histogram(scores: list[float], maximum: float) -> list[int]:
 
 
 ONE_CAUSE = "several tests, one message"
-"""The reteach row of a component's tests that failed with one message in one submission (a file that did
-not import, a function that hangs, a stub another part waits for): one cause, counted once per student, as
-the scorecard says it once, and not in each test's own row."""
+"""The reteach row of tests that failed with one cause in one submission (a file that did not import, and
+every file that imports it; a function that hangs; a stub another part waits for): counted once per
+student, in the row of the component at fault, as the scorecard says it, and not in each test's own
+row."""
+_IMPORTED_BY = re.compile(re.escape(IMPORTED_BY).replace(re.escape("{problem}"), "(?P<problem>.*)")
+                          .replace(re.escape("{module}"), r"\w+") + "$", re.S)
+
+
+def root_cause(message: str) -> str:
+    """A test's message as its cause: a file that imports a broken one says the broken one's problem."""
+    imported = _IMPORTED_BY.match(message)
+    return imported["problem"] if imported else message
 
 
 def _causes(card: dict) -> Iterator[tuple[str, str, float, str]]:
     """(component, test or ONE_CAUSE, points lost, message) for each cause of failure in one scorecard."""
     failing = [test for test in card["tests"] if test["status"] != Status.PASSED]
-    shared = Counter((test["component"], test["message"]) for test in failing)
-    lost: Counter[tuple[str, str]] = Counter()
+    shared = Counter(root_cause(test["message"]) for test in failing)
+    lost: dict[str, tuple[str, float]] = {}
     for test in failing:
-        key = (test["component"], test["message"])
-        if shared[key] > 1:
-            lost[key] += test["max_score"]
-        else:
+        cause = root_cause(test["message"])
+        if shared[cause] == 1:
             yield test["component"], test["name"], test["max_score"], test["message"]
-    for (component, message), points in lost.items():
-        yield component, ONE_CAUSE, points, message
+            continue
+        component, points = lost.get(cause, (test["component"], 0.0))
+        at_fault = test["component"] if test["message"] == cause else component  # not one importing it
+        lost[cause] = (at_fault, points + test["max_score"])
+    for cause, (component, points) in lost.items():
+        yield component, ONE_CAUSE, points, cause
 
 
 def failure_rates(cards: Sequence[dict]) -> list[dict]:
@@ -234,9 +246,10 @@ def _failure_section(cards: list[dict]) -> list[str]:
              ("up to " if rate["test"] == ONE_CAUSE else "") + _points(rate["points"]),
              _short(rate["messages"].most_common(1)[0][0])) for rate in failing]
     return ["## Tests failed (what to reteach): the share of the graded students who failed each test", "",
-            f"Each cause counts once per student: where several tests of a component failed with one message "
-            f"(a file that did not import, a function that hangs, a stub another part waits for), that "
-            f"student counts once, in the component's row \"{ONE_CAUSE}\", not in each test's row.", "",
+            f"Each cause counts once per student: where several tests failed with one cause (a file that did "
+            f"not import, in every component that imports it too; a function that hangs; a stub another part "
+            f"waits for), that student counts once, in the row \"{ONE_CAUSE}\" of the component at fault, "
+            f"not in each test's row.", "",
             "![Share of the graded students failing each test](failures.png)", "",
             *_table(("share failing", "failed / graded", "component", "test", "points", "commonest message"),
                     rows), ""]

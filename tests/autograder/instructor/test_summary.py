@@ -7,6 +7,7 @@ import pytest
 
 from grader.instructor.gradebook import ONE_CAUSE, Row, failure_rates, summary
 from grader.instructor.runner import Outcome
+from grader.spec import IMPORTED_BY
 from grader.submission import SubmissionError, unpack
 
 IMPORT_ERROR = "attention.py: ImportError at line 3: cannot import name 'rope'"
@@ -31,6 +32,22 @@ def test_a_file_that_did_not_import_is_one_cause_not_one_row_per_test():
     assert (cause["failed"], cause["graded"], cause["points"]) == (1, 2, 25.0)
     assert cause["messages"].most_common(1)[0][0] == IMPORT_ERROR
     assert (rates["t0"]["failed"], rates["t0"]["graded"]) == (1, 2)  # the broken card: in its cause's row
+
+
+def test_a_file_that_did_not_import_is_one_cause_in_every_component_that_imports_it():
+    """positional.py broken: its own tests and those of each component whose file imports it say its
+    problem (spec.IMPORTED_BY); the student counts once, in positional's row, not once a component."""
+    problem = "positional.py: SyntaxError at line 3: invalid syntax"
+    tests = [("positional", "p0", problem), ("positional", "p1", problem),
+             *((component, f"{component[0]}{i}", IMPORTED_BY.format(problem=problem, module=component))
+               for component in ("attention", "block", "model") for i in range(3))]
+    broken = {"score": 0.0, "max_score": 11.0, "components": {},
+              "tests": [{"component": component, "name": name, "max_score": 1.0, "status": "failed",
+                         "message": message} for component, name, message in tests]}
+    rates = [rate for rate in failure_rates([broken]) if rate["failed"]]
+    assert [(rate["component"], rate["test"], rate["points"]) for rate in rates] == [
+        ("positional", ONE_CAUSE, 11.0)]
+    assert rates[0]["messages"].most_common(1)[0][0] == problem
 
 
 def test_the_summary_says_what_its_figures_are_and_whom_the_mean_counts():
