@@ -427,7 +427,7 @@ def judge(submission_dir: Path, *, public_only: bool = False, components: tuple[
                                             f"{case.doc}: not run, the tests of {name} waited past their "
                                             f"{backstop:.0f} s of wall-clock time (code that sleeps or "
                                             "waits?)", case.visibility)
-                seen.saw(results[index])
+                seen.saw(results[index], float64=case.float64)
                 if on_result:
                     on_result(results[index])
         finally:

@@ -94,6 +94,9 @@ class Case:
     doc: str
     integration: bool = False
     """Runs the student's whole stack (e.g. a training run): a bug anywhere may cost it."""
+    float64: bool = False
+    """Runs its component's own module in float64: where it fails, the tests of the components built on it
+    may fall back to float32 (grader/suites/fallback.py)."""
 
     @property
     def public(self) -> bool:
@@ -123,13 +126,14 @@ class Suite:
         self.cases: list[Case] = []
 
     def case(self, points: float, *, timeout: float = BUDGETS.case, integration: bool = False,
-             **hypothesis: Any) -> Callable:
+             float64: bool = False, **hypothesis: Any) -> Callable:
         """Register a test worth `points`; its docstring's first paragraph says what it checks.
 
         timeout bounds the whole case, hypothesis's examples included: generous for correct
         code (tiny tensors), short enough that a hang costs seconds, not minutes. An integration
-        case runs the student's whole stack rather than one component's own work. `hypothesis`
-        overrides GRADER_SETTINGS for this case (e.g. max_examples=4 for a slow one).
+        case runs the student's whole stack rather than one component's own work. A float64 case runs
+        its component's module in float64 (Case.float64). `hypothesis` overrides GRADER_SETTINGS for
+        this case (e.g. max_examples=4 for a slow one).
         """
         def register(fn: Callable) -> Callable:
             if any(case.name == fn.__name__ for case in self.cases):
@@ -142,7 +146,7 @@ class Suite:
                 fn._hypothesis_internal_database_key = None
             doc = " ".join((fn.__doc__ or fn.__name__).strip().split("\n\n")[0].split())
             self.cases.append(Case(fn.__name__, self.component, points, self.visibility, timeout, fn, doc,
-                                   integration))
+                                   integration, float64))
             return fn
         return register
 

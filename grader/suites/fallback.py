@@ -7,7 +7,7 @@ instead, at float32's tolerance: the dtype rule ("compute in the input's dtype")
 the dependency's own tests only, and this component is still judged on everything it adds.
 
 Whether a test may fall back is decided by what the judge saw, never by the student's code alone: only
-where one of the dependency's own float64 tests (FLOAT64_TESTS) did not pass earlier in this grading.
+where one of the dependency's own float64 tests (Case.float64) did not pass earlier in this grading.
 A probe of the dependency (runnable_dtype) then says whether, and to what; but a dependency that passed
 every float64 test of its own is checked in float64 in every test that uses it, however it behaves when
 the judge calls it from a dependent's test (an attn that refuses float64 only there cannot buy its block
@@ -28,30 +28,12 @@ from ..spec import Status
 FALLBACK = torch.float32
 """What a test runs in when the student's own dependency cannot run in the dtype it wants."""
 
-FLOAT64_TESTS: dict[str, frozenset[str]] = {
-    "attention": frozenset({
-        "sdpa_shapes_and_dtype", "sdpa_matches_definition", "sdpa_rows_are_distributions",
-        "sdpa_fully_masked_rows", "sdpa_causal_no_future_leak", "mha_heads_match_own_attention",
-        "mha_rope_heads", "mha_weights_before_dropout", "mha_dropout_on_weights",  # public
-        "sdpa_matches_reference", "sdpa_gradients", "mha_matches_reference", "mha_gradients",
-        "mha_dropout"}),
-    "feedforward": frozenset({
-        "ffn_contract", "ffn_position_wise", "ffn_matches_definition", "ffn_dropout",  # public
-        "ffn_matches_reference", "ffn_gradients", "ffn_dropout_train"}),
-    "block": frozenset({
-        "block_contract", "block_causal", "block_formula", "block_residual_dropout",
-        "block_sublayer_arguments",  # public
-        "block_pre_norm_formula", "block_post_norm_formula", "block_gradients", "block_dropout_eval",
-        "block_dropout_train"}),
-    "model": frozenset({
-        "logits_follow_m1", "blocks_built_with_arguments", "causality",  # public
-        "m1_absolute_positions", "m1_relative_positions", "dropout", "gradients"}),
-}
-"""The tests of each component whose modules a dependent's probe runs, that run it in float64 (drawn
-dtypes, or float64 alone): the only witnesses of "cannot run in float64" that open the fallback for its
-dependents. Each of these components has public ones, so that the public phase decides from its own
-tests too. (positional is none: the probes run its apply_rope through attention only, whose own tests
-fail where it cannot run in float64.)"""
+PROBED = frozenset({"attention", "feedforward", "block", "model"})
+"""The components whose modules a dependent's probe runs (the block's sublayers, the model's blocks,
+attention_maps's model). Their tests that run them in float64 say so (`@suite.case(..., float64=True)`):
+the only witnesses of "cannot run in float64" that open the fallback for their dependents; each has public
+ones, so that the public phase decides from its own tests too. (positional is not probed: the probes run
+its apply_rope through attention only, whose own tests fail where it cannot run in float64.)"""
 
 
 @dataclass
@@ -59,7 +41,7 @@ class Seen:
     """What a grading's tests saw so far, for the fallback: the judge's (judge.judge), one per grading.
 
     `graded` are the components graded; `component` the one whose test runs now; `failed` the components
-    one of whose FLOAT64_TESTS did not pass (for whatever reason: a float32 failure too opens the
+    one of whose float64 tests did not pass (for whatever reason: a float32 failure too opens the
     fallback, and the probe decides). The judge runs every component's tests after those of the
     components it builds on (COMPONENTS order, public tests first), so their verdicts are in."""
 
@@ -67,15 +49,16 @@ class Seen:
     component: str = ""
     failed: set[str] = field(default_factory=set)
 
-    def saw(self, result: Result) -> None:
-        if result.status is not Status.PASSED and result.name in FLOAT64_TESTS.get(result.component, ()):
+    def saw(self, result: Result, *, float64: bool) -> None:
+        """Record one test's result; `float64`: its case runs its component in float64 (Case.float64)."""
+        if float64 and result.status is not Status.PASSED:
             self.failed.add(result.component)
 
     def may_fall_back(self) -> bool:
         """Whether a dependency of the component now tested is not known to run in float64: one of its
         float64 tests failed in this grading, or it is not graded."""
         return any(name not in self.graded or name in self.failed
-                   for name in runs(self.component) if name in FLOAT64_TESTS)
+                   for name in runs(self.component) if name in PROBED)
 
 
 _SEEN: ContextVar[Seen | None] = ContextVar("fallback_seen", default=None)

@@ -54,7 +54,7 @@ def _sdpa_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     return variants
 
 
-@suite.case(2)
+@suite.case(2, float64=True)
 @given(shape=attention_shapes(), seed=seeds, dtype=dtypes, masked=st.booleans(), biased=st.booleans())
 def sdpa_matches_reference(student, shape, seed, dtype, masked, biased):
     """scaled_dot_product_attention matches (A1) on random q, k, v, masks and biases"""
@@ -71,7 +71,7 @@ def sdpa_matches_reference(student, shape, seed, dtype, masked, biased):
     expect_close(out, expected_out, "out", **tol, hint="the weights match: out should be weights @ v")
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(shape=attention_shapes(), seed=seeds, masked=st.booleans())
 def sdpa_gradients(student, shape, seed, masked):
     """gradients of scaled_dot_product_attention w.r.t. q, k, v and bias equal the reference's (float64)"""
@@ -145,7 +145,7 @@ def _mha_variants(reference: nn.Module, x: torch.Tensor, mask: torch.Tensor | No
     return variants
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 # Without rope: the reference would rotate with its own apply_rope, so a positional bug would cost
 # attention points; the public mha_rope_heads checks rope=True with the student's own apply_rope.
 @given(config=mha_configs(rope=False), seed=seeds, dtype=dtypes, masked=st.booleans())
@@ -167,7 +167,7 @@ def mha_matches_reference(student, config, seed, dtype, masked):
                       "[h*d_head, (h+1)*d_head))")
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(config=mha_configs(rope=False), seed=seeds)  # rope=False: as in mha_matches_reference
 def mha_gradients(student, config, seed):
     """MultiHeadAttention's gradients w.r.t. x and every parameter equal the reference's (float64)"""
@@ -191,7 +191,7 @@ def _weights_after_dropout(weights: torch.Tensor, expected: torch.Tensor, p: flo
     return bool((kept | dropped).all() and dropped.any())
 
 
-@suite.case(0.5, max_examples=5)
+@suite.case(0.5, max_examples=5, float64=True)
 @given(config=_dropout_configs, seed=seeds)
 def mha_dropout(student, config, seed):
     """attention dropout: none in eval mode; in train mode it changes y but not the returned weights"""

@@ -138,7 +138,7 @@ def _cover(test):
     return test
 
 
-@suite.case(2, max_examples=4)
+@suite.case(2, max_examples=4, float64=True)
 @_cover
 @given(config=configs, d_ff=d_ffs, activation=activations, dtype=dtypes, seed=seeds,
        masked=st.booleans(), biased=st.booleans())
@@ -148,7 +148,7 @@ def block_pre_norm_formula(student, config, d_ff, activation, dtype, seed, maske
     _expect_formula(student, "pre", config, d_ff, activation, dtype, seed, masked, biased)
 
 
-@suite.case(2, max_examples=4)
+@suite.case(2, max_examples=4, float64=True)
 @_cover
 @given(config=configs, d_ff=d_ffs, activation=activations, dtype=dtypes, seed=seeds,
        masked=st.booleans(), biased=st.booleans())
@@ -244,7 +244,7 @@ def expect_gradients_match(module: Remote, args: list, kwargs: dict, grad_out: t
                           hint=hint, float64=False)
 
 
-@suite.case(1, max_examples=3)
+@suite.case(1, max_examples=3, float64=True)
 @example(config=_config(8, 2, True), d_ff=6, norm="pre", seed=5, biased=True)
 @example(config=_config(12, 3, False), d_ff=4, norm="post", seed=6, biased=True)
 @given(config=configs, d_ff=d_ffs, norm=norms, seed=seeds, biased=st.booleans())
@@ -274,7 +274,7 @@ def block_gradients(student, config, d_ff, norm, seed, biased):
 
 
 # ------------------------------------------------------------------ dropout and the sublayers' arguments
-@suite.case(0.5, max_examples=4)
+@suite.case(0.5, max_examples=4, float64=True)
 @given(config=configs, d_ff=d_ffs, norm=norms, seed=seeds, p=st.sampled_from([0.1, 0.3, 0.5]))
 def block_dropout_eval(student, config, d_ff, norm, seed, p):
     """in eval mode, TransformerBlock(dropout=p) gives the same y and weights as TransformerBlock(dropout=0)
@@ -301,7 +301,7 @@ def block_dropout_eval(student, config, d_ff, norm, seed, p):
 _DROP_SHAPE = (4, 16, 32)  # B, T, d_model: 2048 entries per sublayer, the rate known to +-0.011 (1 sd)
 
 
-@suite.case(0.5, max_examples=3)
+@suite.case(0.5, max_examples=3, float64=True)
 @given(p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
 def block_dropout_train(student, p, seed):
     """in train mode (pre-norm), each sublayer's output goes through the residual dropout at rate p, scaled by

@@ -94,7 +94,7 @@ def causal_mask_values(student, n):
                    f"(True means query {i} may attend to key {j}: allowed iff j <= i)")
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(shape=attention_shapes(), seed=seeds, dtype=dtypes)
 def sdpa_shapes_and_dtype(student, shape, seed, dtype):
     """scaled_dot_product_attention returns out (..., n_q, d_v) and weights (..., n_q, n_k) in the inputs'
@@ -109,7 +109,7 @@ def sdpa_shapes_and_dtype(student, shape, seed, dtype):
            "dtype")
 
 
-@suite.case(2, max_examples=8)
+@suite.case(2, max_examples=8, float64=True)
 @given(shape=attention_shapes(), seed=seeds, masked=st.booleans(), biased=st.booleans())
 def sdpa_matches_definition(student, shape, seed, masked, biased):
     """scaled_dot_product_attention gives (A1)'s weights and output, computed here from the definition, with
@@ -133,7 +133,7 @@ def sdpa_matches_definition(student, shape, seed, masked, biased):
                  hint="out = weights v: each query's output is its weights' mix of the value rows")
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(shape=attention_shapes(), seed=seeds)
 def sdpa_rows_are_distributions(student, shape, seed):
     """weights are >= 0, zero at masked keys, and each row sums to 1 over the allowed keys"""
@@ -172,7 +172,7 @@ def _why_rows_do_not_sum_to_one(weights: torch.Tensor, q: torch.Tensor, k: torch
     return ""
 
 
-@suite.case(2)
+@suite.case(2, float64=True)
 @given(n_q=small, n_k=small, d=small, seed=seeds)
 def sdpa_fully_masked_rows(student, n_q, n_k, d, seed):
     """a query with no allowed key gets zero weights and a zero output, with finite gradients"""
@@ -194,7 +194,7 @@ def sdpa_fully_masked_rows(student, n_q, n_k, d, seed):
                f"the gradient with respect to {name} is missing or not finite when a row is fully masked")
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(n_and_t=_length_and_token(), d=small, seed=seeds)
 def sdpa_causal_no_future_leak(student, n_and_t, d, seed):
     """with the causal mask, changing token t's key and value leaves every output before t unchanged"""
@@ -286,7 +286,7 @@ def expect_heads(student: Student, mha: Remote, x: torch.Tensor, n_heads: int, r
                  f"and where the {' and '.join(kwargs)} enter{'s' if len(kwargs) == 1 else ''}")
 
 
-@suite.case(2, max_examples=8)
+@suite.case(2, max_examples=8, float64=True)
 @given(config=mha_configs(rope=False), seed=seeds, biased=st.booleans())
 def mha_heads_match_own_attention(student, config, seed, biased):
     """each head of MultiHeadAttention attends with its own slice of your q/k/v projections; y is out_proj of
@@ -298,7 +298,7 @@ def mha_heads_match_own_attention(student, config, seed, biased):
     expect_heads(student, mha, randn(seed, B, T, d_model), n_heads, False, what, **kwargs)
 
 
-@suite.case(1, max_examples=6)
+@suite.case(1, max_examples=6, float64=True)
 @given(config=mha_configs(rope=True), seed=seeds)
 def mha_rope_heads(student, config, seed):
     """with rope=True, each head's queries and keys go through your apply_rope (positions 0..T-1) before the
@@ -309,7 +309,7 @@ def mha_rope_heads(student, config, seed):
     expect_heads(student, mha, randn(seed, B, T, d_model), n_heads, True, what, mask=causal(T))
 
 
-@suite.case(0.5, max_examples=4)
+@suite.case(0.5, max_examples=4, float64=True)
 @given(config=mha_configs(rope=False), seed=seeds)
 def mha_weights_before_dropout(student, config, seed):
     """MultiHeadAttention(dropout=0.5) in train mode returns the weights before dropout: those of eval mode"""
@@ -350,7 +350,7 @@ def _one_hot_tokens(B: int, T: int, n_heads: int) -> torch.Tensor:
 DROPPED_WEIGHTS = "the attention weights after the softmax, before they mix the values"
 
 
-@suite.case(1, max_examples=4)
+@suite.case(1, max_examples=4, float64=True)
 @example(n_heads=2, p=0.5, seed=0)
 @given(n_heads=st.integers(1, 2), p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
 def mha_dropout_on_weights(student, n_heads, p, seed):

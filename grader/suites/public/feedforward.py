@@ -34,7 +34,7 @@ def _spec_state(d_model: int, d_ff: int) -> dict[str, tuple[int, ...]]:
             "fc2.weight": (d_model, d_ff), "fc2.bias": (d_model,)}
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(d_model=widths, d_ff=widths, lead=batch_dims, T=st.integers(1, 4), dtype=dtypes,
        activation=activations, seed=seeds)
 def ffn_contract(student, d_model, d_ff, lead, T, dtype, activation, seed):
@@ -61,7 +61,7 @@ def ffn_value_error(student, activation, d_model):
                        f"FeedForward({d_model}, {2 * d_model}, activation={activation!r})", ("activation",))
 
 
-@suite.case(1)
+@suite.case(1, float64=True)
 @given(d_model=widths, d_ff=widths, B=st.integers(1, 3), T=st.integers(2, 5), seed=seeds, data=st.data())
 def ffn_position_wise(student, d_model, d_ff, B, T, seed, data):
     """FeedForward is position-wise: changing one position's input changes that position's output only"""
@@ -84,7 +84,7 @@ ACT = {"gelu": F.gelu, "relu": F.relu}
 """The contract's activations: F.gelu's default is the exact (erf) GELU."""
 
 
-@suite.case(1, max_examples=6)
+@suite.case(1, max_examples=6, float64=True)
 @example(d_model=3, d_ff=5, B=2, activation="gelu", seed=0)
 @example(d_model=3, d_ff=5, B=2, activation="relu", seed=0)
 @given(d_model=widths, d_ff=widths, B=st.integers(1, 3), activation=activations, seed=seeds)
@@ -104,7 +104,7 @@ def ffn_matches_definition(student, d_model, d_ff, B, activation, seed):
                       "here: look at which activation is applied, and where")
 
 
-@suite.case(1, max_examples=3)
+@suite.case(1, max_examples=3, float64=True)
 @example(p=0.5, seed=0)
 @given(p=st.sampled_from([0.1, 0.3, 0.5]), seed=seeds)
 def ffn_dropout(student, p, seed):

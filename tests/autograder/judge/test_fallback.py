@@ -15,7 +15,7 @@ from grader.sandbox.errors import StudentError
 from grader.spec import COMPONENT_POINTS, COMPONENTS, Status, Visibility
 from grader.suites import all_cases
 from grader.suites.fallback import (
-    FLOAT64_TESTS,
+    PROBED,
     Seen,
     in_runnable_dtype,
     may_fall_back,
@@ -117,10 +117,13 @@ def test_a_formula_backpropagates_through_the_students_own_backward():
 
 # ---------------------------------------------------------------- the fallback is the judge's choice
 def _seen(graded: tuple[str, ...], component: str, results: dict[str, Status]) -> Seen:
+    """What the judge records of these results ("component.test": status), each case as registered."""
+    cases = {f"{case.component}.{case.name}": case for case in all_cases()}
     seen = Seen(frozenset(graded), component)
     for name, status in results.items():
-        owner, _, test = name.partition(".")
-        seen.saw(Result(test, owner, 0.0, 1.0, status, "", Visibility.PUBLIC))
+        case = cases[name]
+        result = Result(case.name, case.component, 0.0, 1.0, status, "", case.visibility)
+        seen.saw(result, float64=case.float64)
     return seen
 
 
@@ -143,13 +146,12 @@ def test_only_a_dependencys_own_float64_tests_open_the_fallback(graded, componen
     assert _seen(graded, component, results).may_fall_back() is expected
 
 
-def test_float64_tests_are_real_tests_and_each_component_has_public_ones():
+def test_each_probed_component_has_float64_tests_public_ones_among_them():
     # public ones: the public phase (the block's public tests run before attention's hidden ones)
     # decides from what it saw too
-    for component, names in FLOAT64_TESTS.items():
-        cases = {case.name: case for case in all_cases(components=(component,))}
-        assert names <= cases.keys(), (component, names - cases.keys())
-        assert any(cases[name].public for name in names), component
+    for component in PROBED:
+        cases = [case for case in all_cases(components=(component,)) if case.float64]
+        assert any(case.public for case in cases) and any(not case.public for case in cases), component
 
 
 def test_a_dependency_that_passed_its_float64_tests_is_not_probed():
@@ -164,11 +166,13 @@ def test_a_dependency_that_passed_its_float64_tests_is_not_probed():
 
     with observing(SUBLAYERS_AND_BLOCK) as seen:
         seen.component = "block"
-        seen.saw(Result("mha_matches_reference", "attention", 1.0, 1.0, Status.PASSED, "", Visibility.HIDDEN))
+        seen.saw(Result("mha_matches_reference", "attention", 1.0, 1.0, Status.PASSED, "", Visibility.HIDDEN),
+                 float64=True)
         with pytest.raises(Failed, match="fails in torch.float64"):
             in_runnable_dtype(check, probe, torch.float64)
         assert runnable_dtype(probe, torch.float64) == torch.float64 and not ran
-        seen.saw(Result("mha_matches_reference", "attention", 0.0, 1.0, Status.FAILED, "", Visibility.HIDDEN))
+        seen.saw(Result("mha_matches_reference", "attention", 0.0, 1.0, Status.FAILED, "", Visibility.HIDDEN),
+                 float64=True)
         assert runnable_dtype(probe, torch.float64) == torch.float32
     assert may_fall_back()  # outside a grading: the probe decides
 
