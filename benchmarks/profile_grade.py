@@ -4,7 +4,7 @@ CPU seconds, not wall time (the machine may be shared), each also as a ratio to 
 `python -c "import torch, numpy, hypothesis"` measured in the same run:
 
 - imports: that baseline; the judge's own imports (grader, suites, reference); torch._dynamo,
-  which the first optimizer step would import in each process that trains (grader/sandbox/eager.py
+  which the first optimizer step would import in each process that trains (grader/sandbox/worker/eager.py
   spares it); a sandbox's first worker, its template launched (an interpreter that imports torch:
   a judge that has read the salt or a hidden test) or forked from the judge (as a grading's is), and
   each further worker, forked from the template;
@@ -217,7 +217,7 @@ def main() -> None:
                 python_cpu(f"{BASELINE}; import grader.judge; "
                            "from grader.suites import all_cases; all_cases(); import solutions.trainer")
                 - baseline,
-            "torch._dynamo, per process that trains (now saved: sandbox/eager.py)":
+            "torch._dynamo, per process that trains (now saved: sandbox/worker/eager.py)":
                 python_cpu("import torch._dynamo") - python_cpu("import torch")}
     from grader.sandbox.client import Sandbox
 

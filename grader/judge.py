@@ -224,7 +224,6 @@ def run_case(case: Case, student: GuardedStudent, timeout_scale: float = 1.0,
         return result(*student.broken[case.component])
     eager.manual_seed(case.seed_examples(grading_salt(case.public) if salt is None else salt))
     student.lost = student.over = student.allowance = None
-    student.seed = None
     limit = case.timeout * timeout_scale
     failing = FailingCalls()
     try:

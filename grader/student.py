@@ -46,8 +46,6 @@ class Student:
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
         self.allowance: Allowance | None = None
-        self.seed: int | None = None
-        """What the worker seeds torch's generator with before the next request (manual_seed)."""
 
     def __repr__(self) -> str:  # shown in hypothesis's falsifying examples
         return "student"
@@ -69,16 +67,12 @@ class Student:
         return value
 
     def request(self, message: dict) -> dict:
-        """Send one request (with the seed manual_seed left for it); its reply."""
-        if self.seed is not None:
-            message, self.seed = {**message, "seed": self.seed}, None
+        """Send one request; its reply."""
         return self.sandbox.request(to_wire(message), self.allowance or BUDGETS.call)
 
     def manual_seed(self, seed: int) -> None:
-        """torch.manual_seed(seed) in the worker, as a field of the next request: the random draws of the
-        next call follow from it (a round trip saved, a thousand a grade; a seeding cannot fail, so no
-        error of it can come out of turn)."""
-        self.seed = int(seed)
+        """torch.manual_seed(seed) in the worker: the random draws of the next calls follow from it."""
+        self.request(call_message("torch.manual_seed", [int(seed)], {}))
 
     def call(self, target: str | list, *args: Any, **kwargs: Any) -> Any:
         """target(*args, **kwargs) in the worker, e.g. call("attention.causal_mask", 4)."""
@@ -101,8 +95,7 @@ class Student:
         return self.from_wire(reply["result"]), inputs, grads["params"]
 
     def reset(self) -> None:
-        """Forget every object the worker holds for us (and a seed a case cut short left)."""
-        self.seed = None
+        """Forget every object the worker holds for us."""
         self.sandbox.request({"op": Op.RESET}, BUDGETS.reset)
 
 

@@ -239,14 +239,14 @@ def _quietly(request: dict) -> dict:
 
 
 class _ForkServer:
-    """A child of the judge process that forks each grading, so that every grading starts from the state
-    the judge process had before its first request: torch, hypothesis and the grader imported, nothing
-    graded (issue 29). The judge process itself reads each reply (a scorecard: hidden messages, hidden
-    inputs), and freed memory keeps those bytes: a grading forked from it would pass them on to its
-    template and so to the next student's worker (client.forks_template cannot see them). This process
-    never reads a request nor a reply: it gets each grading's two pipes as file descriptors over a Unix
-    socket, forks a grading process that reads the one and writes the other, closes its copies, waits for
-    it and sends back its wait status."""
+    """A child of the judge process that forks each grading, so that every grading starts from the state the
+    judge process had before its first request: torch, hypothesis and the grader imported, nothing graded
+    (issue 29). The judge process itself reads each reply (a scorecard: hidden messages, hidden inputs), and
+    freed memory keeps those bytes: a grading forked from it would pass them on to its template and so to the
+    next student's worker (template_client.forks_template cannot see them). This process never reads a request
+    nor a reply: it gets each grading's two pipes as file descriptors over a Unix socket, forks a grading
+    process that reads the one and writes the other, closes its copies, waits for it and sends back its wait
+    status."""
 
     def __init__(self) -> None:
         self.socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -371,14 +371,14 @@ def _grading(control: socket.socket, request: int, reply: int, *, server: int, i
 def serve() -> None:
     """The judge process's loop: one JSON request per line in, one reply per line out.
 
-    On Linux the fork server (_ForkServer) is forked first, before any request is read, and forks each
-    job's grading process: each grading starts from that state, whatever this process graded before, and
-    so each forks its sandbox's template (client.forks_template), sparing it torch's import. Where there
-    is no fork (macOS, Windows) each job is graded here, in turn; this process then holds the earlier
-    replies, but the worker is an interpreter of its own ("plain" mode) that gets from it only its
-    command line, its environment (client.py builds it) and the submission's files, none of which holds
-    another grading's data. If the fork server is gone, the job is an ERROR and this process ends (the
-    next job starts a new one): a new fork server forked from here would carry the replies read so far."""
+    On Linux the fork server (_ForkServer) is forked first, before any request is read, and forks each job's
+    grading process: each grading starts from that state, whatever this process graded before, and so each
+    forks its sandbox's template (template_client.forks_template), sparing it torch's import. Where there is
+    no fork (macOS, Windows) each job is graded here, in turn; this process then holds the earlier replies,
+    but the worker is an interpreter of its own ("plain" mode) that gets from it only its command line, its
+    environment (sandbox/launch.py builds it) and the submission's files, none of which holds another
+    grading's data. If the fork server is gone, the job is an ERROR and this process ends (the next job starts
+    a new one): a new fork server forked from here would carry the replies read so far."""
     forks = sys.platform == "linux"
     if forks:
         from .. import judge  # noqa: F401 - torch, hypothesis and the grader, imported once for every fork

@@ -1,11 +1,11 @@
 """The processes of a worker, as the judge reads them from /proc, and how it kills them.
 
-A worker's processes are read from /proc (its descendants, their CPU time and how long they waited for
-a CPU); where there is no /proc (macOS, Windows) the clocks fall back to the wall clock (client.py). One
-way of killing a worker per mode, each waiting until they are gone: "root" and "userns" kill the first
-process of the worker's PID namespace (the kernel kills the rest); "setuid" kills its control group and
-every process of its uid; "plain" its process group and each descendant found (kill_worker). The
-judge's own memory is capped while it grades (own_memory_limited).
+A worker's processes are read from /proc (its descendants, their CPU time and how long they waited for a CPU);
+where there is no /proc (macOS, Windows) the clocks fall back to the wall clock (worker_client.py). One way of
+killing a worker per mode, each waiting until they are gone: "root" and "userns" kill the first process of the
+worker's PID namespace (the kernel kills the rest); "setuid" kills its control group and every process of its
+uid; "plain" its process group and each descendant found (worker_client.Worker._kill). The judge's own
+memory is capped while it grades (own_memory_limited).
 """
 import contextlib
 import os

@@ -187,6 +187,8 @@ class Worker:
         used; a sleeping worker's watchdog never does), then kill it."""
         error = {}
         if timeout == CPU or (timeout == ASLEEP and SIGXCPU is not None):
+            if SIGXCPU is not None:
+                self._signal(SIGXCPU)
             try:
                 error = checked(request, self._await(*self._grace(request))).get("error") or {}
             except (OutOfTime, Deadline, EOFError, OSError, ProtocolError):
@@ -194,13 +196,11 @@ class Worker:
         return self._lost(timeout, error)
 
     def _grace(self, request: dict) -> tuple[float, float]:
-        """The deadlines, on the worker's clocks, for its reply once it is out of time (SIGXCPU sent now).
-        The watchdog counts the worker's own CPU: where the judge's clock is the wall clock (no /proc),
-        that lags it by the worker's wait for a CPU, so it gets up to the request's seconds more."""
+        """The deadlines, on the worker's clocks, for its reply once it is out of time. The watchdog counts
+        the worker's own CPU: where the judge's clock is the wall clock (no /proc), that lags it by the
+        worker's wait for a CPU, so it gets up to the request's seconds more."""
         grace = BUDGETS.grace
-        if SIGXCPU is not None:
-            self._signal(SIGXCPU)
-        elif not (PROC or self.group):
+        if SIGXCPU is None and not (PROC or self.group):
             grace = max(grace, request[CPU_SECONDS])
         return self.cpu + grace, self.waited + grace * BUDGETS.wall_factor
 

@@ -19,10 +19,10 @@ class Op(StrEnum):
     GO = "go"
     """A forked worker may import the submission (it is in its control group): no reply."""
     CALL = "call"
-    """{"target", "args", "kwargs"} (with "grad_inputs", "grad_outputs", "params_of" for a backward pass;
-    "seed": seed torch's generator first): {"result"} (and "grads": {"inputs", "params"})."""
+    """{"target", "args", "kwargs"} (with "grad_inputs", "grad_outputs", "params_of" for a backward pass):
+    {"result"} (and "grads": {"inputs", "params"})."""
     GETATTR = "getattr"
-    """{"handle", "name"} (and "seed"): {"result"}."""
+    """{"handle", "name"}: {"result"}."""
     IMPORT = "import"
     """{"module"}: {}."""
     RESET = "reset"

@@ -224,8 +224,6 @@ class Session:
     def handle(self, request: dict) -> Any:
         """Run one request (messages.Op); its reply's "ok" value."""
         op = request["op"]
-        if "seed" in request:  # the judge's seed for what this request draws (a fixture's weights)
-            eager.manual_seed(request["seed"])
         if op == Op.CALL:
             return self.call(request)
         if op == Op.GETATTR:
